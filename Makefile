@@ -1,0 +1,36 @@
+# Set-up and entry points.  `make demo` and `make test` create .venv when missing, install
+# everything (idempotent: a stamp file records a finished install) and run.
+#
+#   TORCH=...   pip requirement used only when the venv cannot import torch
+#               (default torch==2.13.0, the CPU wheel here; e.g. a CUDA build on a GPU box)
+#   PYTHON=...  interpreter for the venv (default python3.11)
+#   VENV_FLAGS=--system-site-packages   reuse a torch already installed system-wide
+PYTHON ?= python3.11
+VENV ?= .venv
+TORCH ?= torch==2.13.0
+VENV_FLAGS ?=
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.fairseq-entropy-installed
+export PATH := $(abspath $(VENV))/bin:$(PATH)
+
+.PHONY: install demo test test-fast bench clean
+
+install: $(STAMP)
+
+$(STAMP): setup.py requirements.txt constraints.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV_FLAGS) $(VENV)
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install "$(TORCH)"
+	$(PY) -m pip install --no-deps ve-fairseq==0.12.3
+	$(PY) -m pip install -r requirements.txt -c constraints.txt
+	$(PY) -m pip install --no-deps --no-build-isolation -e .
+	$(PY) -c "import fairseq_entropy, fairseq, torch; print('installed: torch', torch.__version__, '/ fairseq', fairseq.__version__)"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	bash recipes/quickstart.sh
+
+test: $(STAMP)
+	$(PY) -m pytest -q tests
+
+clean:
+	rm -rf demo build *.egg-info .pytest_cache

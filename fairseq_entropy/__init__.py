@@ -1,0 +1,12 @@
+"""fairseq-entropy: a fairseq ``--user-dir`` plugin for entropy-controlled systematic generalization.
+
+Implements the data, models and scoring of Wold, Charpentier and Simon, *Systematic
+Generalization in Language Models Scales with Information Entropy* (ACL Findings 2025,
+arXiv 2505.13089).  Importing the package registers every task, criterion and model with
+fairseq and allow-lists the globals of fairseq checkpoints for ``torch.load(weights_only=True)``.
+"""
+
+__version__ = "0.1.0"
+
+from . import checkpoint  # noqa: F401,E402  (allow-list checkpoint globals first)
+from . import criterions, models, tasks  # noqa: F401,E402

@@ -1,0 +1,72 @@
+"""Safe loading of fairseq checkpoints under ``torch.load(weights_only=True)``.
+
+Since torch 2.6, ``torch.load`` defaults to ``weights_only=True`` and refuses pickled globals
+that are not allow-listed.  A fairseq 0.12 checkpoint stores its legacy model arguments as an
+``argparse.Namespace`` (everything else is dicts, lists, tensors and Python scalars), so
+``fairseq-train --restore-file``, ``fairseq-generate`` and ``fairseq-interactive`` fail on it.
+
+Importing this module (which ``--user-dir`` does before any checkpoint is read) allow-lists
+exactly :data:`FAIRSEQ_CHECKPOINT_GLOBALS` with ``torch.serialization.add_safe_globals`` --
+``weights_only`` stays on -- and wraps fairseq's ``load_checkpoint_to_cpu`` so that a checkpoint
+carrying any other global is refused with a :class:`UnsafeCheckpointError` naming the file and
+the global.
+"""
+
+import argparse
+import functools
+import pickle
+
+import torch
+
+#: The globals a fairseq checkpoint of this plugin contains (found with
+#: ``torch.serialization.get_unsafe_globals_in_checkpoint`` on checkpoints of every model).
+FAIRSEQ_CHECKPOINT_GLOBALS = (argparse.Namespace,)
+
+
+class UnsafeCheckpointError(pickle.UnpicklingError):
+    """A checkpoint that pickles a global outside :data:`FAIRSEQ_CHECKPOINT_GLOBALS`."""
+
+
+def allow_fairseq_checkpoint_globals() -> None:
+    """Allow-list :data:`FAIRSEQ_CHECKPOINT_GLOBALS` for ``weights_only`` loading (idempotent)."""
+    add = getattr(torch.serialization, "add_safe_globals", None)
+    if add is not None:  # torch < 2.4 has no weights_only default to work around
+        add(list(FAIRSEQ_CHECKPOINT_GLOBALS))
+
+
+def _wrap_loader(load_fn):
+    @functools.wraps(load_fn)
+    def load_checkpoint_to_cpu(path, *args, **kwargs):
+        try:
+            return load_fn(path, *args, **kwargs)
+        except pickle.UnpicklingError as e:
+            if isinstance(e, UnsafeCheckpointError):
+                raise
+            unsafe = []
+            try:
+                unsafe = torch.serialization.get_unsafe_globals_in_checkpoint(path)
+            except Exception:  # noqa: BLE001 - only used to improve the message
+                pass
+            allowed = {f"{g.__module__}.{g.__qualname__}" for g in FAIRSEQ_CHECKPOINT_GLOBALS}
+            extra = [g for g in unsafe if g not in allowed]
+            raise UnsafeCheckpointError(
+                f"refusing to load checkpoint {path}: it pickles "
+                f"{', '.join(extra) if extra else 'globals'} beyond what a fairseq checkpoint "
+                "contains (argparse.Namespace), and loading it could run arbitrary code. Fix: "
+                "load it only if you trust its source, e.g. re-save it with "
+                "torch.load(path, weights_only=False) after inspecting it") from e
+    load_checkpoint_to_cpu._fairseq_entropy_wrapped = True
+    return load_checkpoint_to_cpu
+
+
+def install() -> None:
+    """Allow-list the globals and wrap ``fairseq.checkpoint_utils.load_checkpoint_to_cpu``."""
+    allow_fairseq_checkpoint_globals()
+    from fairseq import checkpoint_utils
+
+    if not getattr(checkpoint_utils.load_checkpoint_to_cpu, "_fairseq_entropy_wrapped", False):
+        checkpoint_utils.load_checkpoint_to_cpu = _wrap_loader(
+            checkpoint_utils.load_checkpoint_to_cpu)
+
+
+install()

@@ -1,0 +1,162 @@
+"""Reading and writing SCAN-style data: ``IN: ... OUT: ...`` files and ``.in``/``.out`` pairs.
+
+Every reader validates each line against a :class:`~fairseq_entropy.grammar.Grammar` and raises
+:class:`DataFormatError` naming the file, the line number and the fix.  Writers go through a
+temporary file that is renamed into place, so an interrupted write leaves nothing half-written.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, List, Optional, Sequence, Tuple
+
+from .grammar import Command, Grammar, GrammarError
+
+
+class DataFormatError(ValueError):
+    """A data file that cannot be read; the message names file, line and fix."""
+
+
+@dataclass(frozen=True)
+class Example:
+    """One (command, actions) pair; both are space-separated token strings."""
+
+    command: str
+    actions: str
+
+
+def _check(grammar: Optional[Grammar], ex: Example, where: str) -> None:
+    if grammar is None:
+        return
+    try:
+        cmd = grammar.parse(ex.command)
+    except GrammarError as e:
+        raise DataFormatError(
+            f"{where}: {e}. Fix: the command must follow the {grammar.name} grammar "
+            f"(verbs: {' '.join(grammar.verbs)})") from None
+    expected = " ".join(grammar.interpret(cmd))
+    if expected != ex.actions:
+        raise DataFormatError(
+            f"{where}: the actions do not match the command {ex.command!r}; the {grammar.name} "
+            f"grammar gives {expected!r}. Fix: correct the OUT part or use the right grammar")
+
+
+def read_scan_file(path: str | os.PathLike, grammar: Optional[Grammar] = None) -> List[Example]:
+    """Read a SCAN-format file (one ``IN: <command> OUT: <actions>`` per line).
+
+    Blank lines are skipped.  With ``grammar`` every command is parsed and its actions checked.
+
+    Raises:
+        DataFormatError: a line without ``IN:``/``OUT:``, an empty side, an unknown word or
+            actions that differ from the grammar's interpretation (names file:line).
+    """
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            line = line.strip()
+            if not line:
+                continue
+            where = f"{path}:{lineno}"
+            if not line.startswith("IN:"):
+                raise DataFormatError(f"{where}: line does not start with 'IN:'. Fix: write "
+                                      "'IN: <command> OUT: <actions>'")
+            if " OUT:" not in line:
+                raise DataFormatError(f"{where}: line has no 'OUT:'. Fix: write "
+                                      "'IN: <command> OUT: <actions>'")
+            cmd, act = line[3:].split(" OUT:", 1)
+            ex = Example(" ".join(cmd.split()), " ".join(act.split()))
+            if not ex.command or not ex.actions:
+                raise DataFormatError(f"{where}: empty command or action side. Fix: both "
+                                      "'IN:' and 'OUT:' need at least one token")
+            _check(grammar, ex, where)
+            out.append(ex)
+    return out
+
+
+def read_pair(prefix: str | os.PathLike, grammar: Optional[Grammar] = None,
+              src: str = "in", tgt: str = "out") -> List[Example]:
+    """Read ``<prefix>.in`` / ``<prefix>.out`` (one sentence per line, aligned).
+
+    Raises:
+        DataFormatError: missing file, different line counts, an empty line, or (with
+            ``grammar``) an invalid command or wrong actions; names file:line.
+    """
+    src_path, tgt_path = Path(f"{prefix}.{src}"), Path(f"{prefix}.{tgt}")
+    for p in (src_path, tgt_path):
+        if not p.exists():
+            raise DataFormatError(f"{p}: file not found. Fix: a data set needs both "
+                                  f"{src_path.name} and {tgt_path.name}")
+    srcs = src_path.read_text(encoding="utf-8").splitlines()
+    tgts = tgt_path.read_text(encoding="utf-8").splitlines()
+    if len(srcs) != len(tgts):
+        raise DataFormatError(f"{src_path} has {len(srcs)} lines but {tgt_path} has {len(tgts)}. "
+                              "Fix: the two files must be line-aligned")
+    out = []
+    for i, (a, b) in enumerate(zip(srcs, tgts), 1):
+        ex = Example(" ".join(a.split()), " ".join(b.split()))
+        if not ex.command:
+            raise DataFormatError(f"{src_path}:{i}: empty line. Fix: remove it from both files")
+        if not ex.actions:
+            raise DataFormatError(f"{tgt_path}:{i}: empty line. Fix: remove it from both files")
+        _check(grammar, ex, f"{src_path}:{i}")
+        out.append(ex)
+    return out
+
+
+def read_any(path: str | os.PathLike, grammar: Optional[Grammar] = None) -> List[Example]:
+    """Read a SCAN-format file, or an ``.in``/``.out`` pair given by either file or its prefix."""
+    p = str(path)
+    for suffix in (".in", ".out"):
+        if p.endswith(suffix):
+            return read_pair(p[: -len(suffix)], grammar)
+    if os.path.exists(p + ".in"):
+        return read_pair(p, grammar)
+    if not os.path.exists(p):
+        raise DataFormatError(f"{p}: file not found")
+    return read_scan_file(p, grammar)
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file renamed into place."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def format_pair(examples: Sequence[Example]) -> Tuple[str, str]:
+    """The text of the ``.in`` and ``.out`` files of ``examples``."""
+    return ("".join(e.command + "\n" for e in examples),
+            "".join(e.actions + "\n" for e in examples))
+
+
+def format_scan(examples: Iterable[Example]) -> str:
+    """The text of a SCAN-format file of ``examples``."""
+    return "".join(f"IN: {e.command} OUT: {e.actions}\n" for e in examples)
+
+
+def write_pair(prefix: str | os.PathLike, examples: Sequence[Example]) -> None:
+    """Write ``<prefix>.in`` and ``<prefix>.out`` atomically (each file)."""
+    a, b = format_pair(examples)
+    atomic_write_text(f"{prefix}.in", a)
+    atomic_write_text(f"{prefix}.out", b)
+
+
+def write_scan_file(path: str | os.PathLike, examples: Iterable[Example]) -> None:
+    """Write a SCAN-format file atomically."""
+    atomic_write_text(path, format_scan(examples))
+
+
+def parse_examples(examples: Iterable[Example], grammar: Grammar) -> List[Command]:
+    """Parse the commands of ``examples`` (already validated)."""
+    return [grammar.parse(e.command) for e in examples]

@@ -1,0 +1,299 @@
+"""``scan_transformer``: the Transformer of Wold et al. (arXiv 2505.13089, Sec. 4.1).
+
+Faithful to the authors' model rather than fairseq's stock ``transformer`` (which does not
+reproduce their 3-bit result): encoder-decoder, pre-layer-norm with a final norm, GEGLU
+feed-forward (inner 4d), heads of size 64, separate source/target embeddings and an output
+projection (bias 0), token embedding entering twice (``2 E[w] + PE``, no sqrt(d) scale),
+embeddings and output projection initialised U(-0.1, 0.1), attention and feed-forward weights
+truncated normal (std sqrt(2/(5d)), cut at 2 std).
+
+The position scheme is one separate piece (``--position-encoding``, see
+:mod:`fairseq_entropy.modules.positions`): sinusoidal (the paper's default), learned,
+relative (DeBERTa disentangled attention) or rope.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from fairseq.models import (FairseqEncoder, FairseqEncoderDecoderModel,
+                            FairseqIncrementalDecoder, register_model,
+                            register_model_architecture)
+from torch import Tensor
+
+from ..modules.attention import MultiheadAttention, truncated_normal_
+from ..modules.positions import (POSITION_ENCODINGS, ROPE_VARIANTS, AbsolutePositions,
+                                 RelativePositions, RotaryPositions, token_positions)
+
+DEFAULT_MAX_POSITIONS = 256
+
+
+class GEGLU(nn.Module):
+    """GELU-gated feed-forward (Shazeer 2020): ``W2 (gelu(x W) * (x V))``, inner size ``ffn_dim``.
+
+    ``forward([..., d]) -> [..., d]``.
+    """
+
+    def __init__(self, dim: int, ffn_dim: int, dropout: float):
+        super().__init__()
+        self.proj_in = nn.Linear(dim, 2 * ffn_dim)
+        self.proj_out = nn.Linear(ffn_dim, dim)
+        self.dropout = nn.Dropout(dropout)
+        for lin in (self.proj_in, self.proj_out):
+            truncated_normal_(lin.weight, dim)
+            nn.init.zeros_(lin.bias)
+
+    def forward(self, x: Tensor) -> Tensor:
+        a, gate = self.proj_in(x).chunk(2, dim=-1)
+        return self.proj_out(self.dropout(F.gelu(a) * gate))
+
+
+class Layer(nn.Module):
+    """One pre-layer-norm Transformer layer: self-attention, optional cross-attention, GEGLU."""
+
+    def __init__(self, dim: int, heads: int, dropout: float, cross: bool):
+        super().__init__()
+        self.self_norm = nn.LayerNorm(dim)
+        self.self_attn = MultiheadAttention(dim, heads, dropout, self_attention=True)
+        self.cross_norm = nn.LayerNorm(dim) if cross else None
+        self.cross_attn = MultiheadAttention(dim, heads, dropout, self_attention=False) \
+            if cross else None
+        self.ffn_norm = nn.LayerNorm(dim)
+        self.ffn = GEGLU(dim, 4 * dim, dropout)
+        self.dropout = nn.Dropout(dropout)
+
+
+class _Stack(nn.Module):
+    """Shared pieces of encoder and decoder: embedding, position scheme, layers, final norm."""
+
+    def __init__(self, args, dictionary, num_layers: int, bucket_size: int,
+                 max_positions: int, cross: bool):
+        super().__init__()
+        dim = args.embed_dim
+        self.padding_idx = dictionary.pad()
+        self.embed_tokens = nn.Embedding(len(dictionary), dim, padding_idx=self.padding_idx)
+        nn.init.uniform_(self.embed_tokens.weight, -0.1, 0.1)
+        self.embed_scale = args.embed_scale
+        self.scheme = args.position_encoding
+        self.absolute = AbsolutePositions(self.scheme, max_positions, dim) \
+            if self.scheme in ("sinusoidal", "learned") else None
+        self.relative = RelativePositions(bucket_size, args.max_relative_positions, dim) \
+            if self.scheme == "relative" else None
+        self.rope = RotaryPositions(dim // args.attention_heads, args.rope_theta,
+                                    args.rope_variant) if self.scheme == "rope" else None
+        self.dropout = nn.Dropout(args.dropout)
+        self.layers = nn.ModuleList(
+            Layer(dim, args.attention_heads, args.dropout, cross) for _ in range(num_layers))
+        self.final_norm = nn.LayerNorm(dim)
+
+    def embed(self, tokens: Tensor, positions: Tensor) -> Tensor:
+        x = self.embed_scale * self.embed_tokens(tokens)
+        if self.absolute is not None:
+            x = x + self.absolute(positions)
+        return self.dropout(x)
+
+
+class ScanTransformerEncoder(FairseqEncoder):
+    """Encoder: ``forward(src_tokens [B, S], src_lengths [B]) -> dict`` with
+    ``encoder_out`` [[B, S, d]], ``encoder_padding_mask`` [[B, S]] and ``src_positions``
+    [[B, S]]."""
+
+    def __init__(self, args, dictionary):
+        super().__init__(dictionary)
+        self.stack = _Stack(args, dictionary, args.encoder_layers,
+                            args.source_position_buckets, args.max_source_positions, cross=False)
+        self.max_source_positions = args.max_source_positions
+
+    def forward(self, src_tokens: Tensor, src_lengths: Optional[Tensor] = None, **kwargs):
+        s = self.stack
+        pad_mask = src_tokens.eq(s.padding_idx)
+        pos = token_positions(src_tokens, s.padding_idx)
+        x = s.embed(src_tokens, pos)
+        for layer in s.layers:
+            h = layer.self_norm(x)
+            x = x + layer.dropout(layer.self_attn(
+                h, key_padding_mask=pad_mask, q_pos=pos, rope=s.rope,
+                rel_q=s.relative, rel_k=s.relative))
+            x = x + layer.dropout(layer.ffn(layer.ffn_norm(x)))
+        x = s.final_norm(x)
+        return {"encoder_out": [x], "encoder_padding_mask": [pad_mask], "src_positions": [pos]}
+
+    def reorder_encoder_out(self, encoder_out: Dict[str, List[Tensor]], new_order: Tensor):
+        return {key: [t.index_select(0, new_order) for t in val]
+                for key, val in encoder_out.items()}
+
+    def max_positions(self):
+        return self.max_source_positions
+
+
+class ScanTransformerDecoder(FairseqIncrementalDecoder):
+    """Decoder: ``forward(prev_output_tokens [B, T], encoder_out, incremental_state)
+    -> (logits [B, T, V], {"attn": [None]})``; with ``incremental_state`` only the last
+    position is computed, reusing cached keys and values."""
+
+    def __init__(self, args, dictionary, encoder: ScanTransformerEncoder):
+        super().__init__(dictionary)
+        self.stack = _Stack(args, dictionary, args.decoder_layers,
+                            args.target_position_buckets, args.max_target_positions, cross=True)
+        self.source_relative = encoder.stack.relative
+        self.output_projection = nn.Linear(args.embed_dim, len(dictionary))
+        nn.init.uniform_(self.output_projection.weight, -0.1, 0.1)
+        nn.init.zeros_(self.output_projection.bias)
+        self.max_target_positions = args.max_target_positions
+
+    def forward(self, prev_output_tokens: Tensor, encoder_out=None, incremental_state=None,
+                features_only: bool = False, **kwargs):
+        x = self.extract_features(prev_output_tokens, encoder_out, incremental_state)
+        if not features_only:
+            x = self.output_layer(x)
+        return x, {"attn": [None]}
+
+    def extract_features(self, prev_output_tokens, encoder_out=None, incremental_state=None,
+                         **kwargs):
+        s = self.stack
+        pos = token_positions(prev_output_tokens, s.padding_idx)
+        tokens = prev_output_tokens
+        if incremental_state is not None:
+            tokens, pos = tokens[:, -1:], pos[:, -1:]
+        x = s.embed(tokens, pos)
+        enc = encoder_out["encoder_out"][0]
+        enc_mask = encoder_out["encoder_padding_mask"][0]
+        src_pos = encoder_out["src_positions"][0]
+        for layer in s.layers:
+            h = layer.self_norm(x)
+            x = x + layer.dropout(layer.self_attn(
+                h, causal=True, q_pos=pos, rope=s.rope, rel_q=s.relative, rel_k=s.relative,
+                incremental_state=incremental_state))
+            h = layer.cross_norm(x)
+            x = x + layer.dropout(layer.cross_attn(
+                h, enc, key_padding_mask=enc_mask, q_pos=pos, k_pos=src_pos, rope=s.rope,
+                rel_q=s.relative, rel_k=self.source_relative,
+                incremental_state=incremental_state))
+            x = x + layer.dropout(layer.ffn(layer.ffn_norm(x)))
+        return s.final_norm(x)
+
+    def output_layer(self, features: Tensor) -> Tensor:
+        return self.output_projection(features)
+
+    def max_positions(self):
+        return self.max_target_positions
+
+
+@register_model("scan_transformer")
+class ScanTransformerModel(FairseqEncoderDecoderModel):
+    """The paper's Transformer as a fairseq model (see module docstring).
+
+    Presets: ``scan_transformer`` (= ``scan_transformer_paper``: 3+3 layers, d=128, dropout
+    0.1, sinusoidal), ``scan_transformer_relative`` (buckets 64/4), ``scan_transformer_rope``
+    (theta 1000), ``scan_transformer_learned`` (beyond the paper: see its docstring) and the
+    Experiment 2 models ``scan_transformer_exp2_l2`` / ``_l3`` (d=256).
+    """
+
+    @staticmethod
+    def add_args(parser):
+        parser.add_argument("--embed-dim", type=int, metavar="D", help="model dimension d")
+        parser.add_argument("--encoder-layers", type=int, metavar="N")
+        parser.add_argument("--decoder-layers", type=int, metavar="N")
+        parser.add_argument("--attention-heads", type=int, metavar="H",
+                            help="heads per attention (default d/64)")
+        parser.add_argument("--dropout", type=float, metavar="P")
+        parser.add_argument("--embed-scale", type=float, metavar="S",
+                            help="token embeddings are multiplied by S (authors: 2, i.e. the "
+                                 "embedding enters twice)")
+        parser.add_argument("--position-encoding", choices=POSITION_ENCODINGS,
+                            help="position scheme")
+        parser.add_argument("--source-position-buckets", type=int, metavar="B",
+                            help="relative scheme: bucket size of the source side")
+        parser.add_argument("--target-position-buckets", type=int, metavar="B",
+                            help="relative scheme: bucket size of the target side")
+        parser.add_argument("--max-relative-positions", type=int, metavar="L",
+                            help="relative scheme: distance the log buckets extend to")
+        parser.add_argument("--rope-theta", type=float, metavar="T", help="RoPE base")
+        parser.add_argument("--rope-variant", choices=ROPE_VARIANTS,
+                            help="standard RoPE, or the authors' (non-rotation) variant")
+
+    @classmethod
+    def build_model(cls, args, task):
+        base_architecture(args)
+        if getattr(args, "max_source_positions", None) is None:
+            args.max_source_positions = DEFAULT_MAX_POSITIONS
+        if getattr(args, "max_target_positions", None) is None:
+            args.max_target_positions = DEFAULT_MAX_POSITIONS
+        encoder = ScanTransformerEncoder(args, task.source_dictionary)
+        decoder = ScanTransformerDecoder(args, task.target_dictionary, encoder)
+        return cls(encoder, decoder)
+
+    def max_positions(self):
+        return (self.encoder.max_source_positions, self.decoder.max_target_positions)
+
+
+@register_model_architecture("scan_transformer", "scan_transformer")
+def base_architecture(args):
+    """The paper's Experiment 1 Transformer: 3+3 layers, d=128, 2 heads, dropout 0.1."""
+    args.embed_dim = getattr(args, "embed_dim", None) or 128
+    args.encoder_layers = getattr(args, "encoder_layers", None) or 3
+    args.decoder_layers = getattr(args, "decoder_layers", None) or 3
+    args.attention_heads = getattr(args, "attention_heads", None) or max(1, args.embed_dim // 64)
+    if getattr(args, "dropout", None) is None:
+        args.dropout = 0.1
+    if getattr(args, "embed_scale", None) is None:
+        args.embed_scale = 2.0
+    args.position_encoding = getattr(args, "position_encoding", None) or "sinusoidal"
+    args.source_position_buckets = getattr(args, "source_position_buckets", None) or 64
+    args.target_position_buckets = getattr(args, "target_position_buckets", None) or 4
+    args.max_relative_positions = getattr(args, "max_relative_positions", None) or 512
+    args.rope_theta = getattr(args, "rope_theta", None) or 1000.0
+    args.rope_variant = getattr(args, "rope_variant", None) or "standard"
+
+
+@register_model_architecture("scan_transformer", "scan_transformer_paper")
+def scan_transformer_paper(args):
+    """Experiment 1, sinusoidal positions (paper Fig. 2): 3+3 layers, d=128, dropout 0.1."""
+    args.position_encoding = getattr(args, "position_encoding", None) or "sinusoidal"
+    base_architecture(args)
+
+
+@register_model_architecture("scan_transformer", "scan_transformer_relative")
+def scan_transformer_relative(args):
+    """Experiment 1, relative positions: DeBERTa attention, buckets 64 (source) / 4 (target)."""
+    args.position_encoding = "relative"
+    args.source_position_buckets = getattr(args, "source_position_buckets", None) or 64
+    args.target_position_buckets = getattr(args, "target_position_buckets", None) or 4
+    base_architecture(args)
+
+
+@register_model_architecture("scan_transformer", "scan_transformer_rope")
+def scan_transformer_rope(args):
+    """Experiment 1, rotary positions with theta = 1000 (standard RoPE by default;
+    ``--rope-variant authors`` reproduces the authors' variant)."""
+    args.position_encoding = "rope"
+    args.rope_theta = getattr(args, "rope_theta", None) or 1000.0
+    base_architecture(args)
+
+
+@register_model_architecture("scan_transformer", "scan_transformer_learned")
+def scan_transformer_learned(args):
+    """Learned absolute positions -- beyond the paper.  The authors' "learned" variant added one
+    vector chosen by sentence length to every token (no position information) and the paper
+    reports no result for it; this preset uses a proper trainable table per position."""
+    args.position_encoding = "learned"
+    base_architecture(args)
+
+
+@register_model_architecture("scan_transformer", "scan_transformer_exp2_l2")
+def scan_transformer_exp2_l2(args):
+    """Experiment 2 Transformer: 2+2 layers, d=256 (4 heads)."""
+    args.embed_dim = getattr(args, "embed_dim", None) or 256
+    args.encoder_layers = getattr(args, "encoder_layers", None) or 2
+    args.decoder_layers = getattr(args, "decoder_layers", None) or 2
+    base_architecture(args)
+
+
+@register_model_architecture("scan_transformer", "scan_transformer_exp2_l3")
+def scan_transformer_exp2_l3(args):
+    """Experiment 2 Transformer: 3+3 layers, d=256 (4 heads)."""
+    args.embed_dim = getattr(args, "embed_dim", None) or 256
+    base_architecture(args)

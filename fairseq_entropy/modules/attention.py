@@ -1,0 +1,148 @@
+"""Multi-head attention with pluggable position schemes and fairseq incremental decoding.
+
+Scores (``shared/design/positions.md``)::
+
+    s(i, j) = [q_i . k_j  (+ q_i . k_rel(b_k(i, j)) + q_rel(b_q(i, j)) . k_j)] / sqrt(d_head)
+
+where the bracketed terms are DeBERTa's content-to-position and position-to-content terms
+(relative scheme only), and for RoPE q and k are rotated by their positions first.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Dict, Optional, Tuple
+
+import torch
+import torch.nn as nn
+from fairseq.incremental_decoding_utils import with_incremental_state
+from torch import Tensor
+
+from .positions import RelativePositions, RotaryPositions
+
+
+def truncated_normal_(weight: Tensor, dim: int) -> Tensor:
+    """The authors' init: truncated normal with std sqrt(2 / (5 d)), cut at 2 std."""
+    std = math.sqrt(2.0 / (5.0 * dim))
+    return nn.init.trunc_normal_(weight, std=std, a=-2 * std, b=2 * std)
+
+
+@with_incremental_state
+class MultiheadAttention(nn.Module):
+    """Multi-head attention (Vaswani et al. 2017) on batch-first tensors.
+
+    Args:
+        dim: model dimension d; heads = ``num_heads`` (d / 64 in the paper's models).
+        num_heads: number of heads; d must be divisible by it.
+        dropout: dropout on the attention probabilities.
+        self_attention: key/value come from the query sequence (cached step by step when
+            decoding incrementally); otherwise they come from the encoder and are computed once.
+
+    ``forward(query [B, Tq, d], key_value [B, Tk, d] or None, key_padding_mask [B, Tk] bool
+    (True = pad) or None, causal, q_pos [B, Tq], k_pos [B, Tk], rope, rel_q, rel_k,
+    incremental_state) -> [B, Tq, d]``.
+    """
+
+    def __init__(self, dim: int, num_heads: int, dropout: float = 0.0,
+                 self_attention: bool = True):
+        super().__init__()
+        if dim % num_heads:
+            raise ValueError(f"model dimension {dim} is not divisible by {num_heads} heads")
+        self.dim, self.num_heads, self.head_dim = dim, num_heads, dim // num_heads
+        self.self_attention = self_attention
+        self.q_proj = nn.Linear(dim, dim)
+        self.k_proj = nn.Linear(dim, dim)
+        self.v_proj = nn.Linear(dim, dim)
+        self.out_proj = nn.Linear(dim, dim)
+        self.dropout = nn.Dropout(dropout)
+        for lin in (self.q_proj, self.k_proj, self.v_proj, self.out_proj):
+            truncated_normal_(lin.weight, dim)
+            nn.init.zeros_(lin.bias)
+
+    def _heads(self, x: Tensor) -> Tensor:
+        b, t, _ = x.shape
+        return x.view(b, t, self.num_heads, self.head_dim).transpose(1, 2)
+
+    def _table_heads(self, lin: nn.Linear, table: Tensor) -> Tensor:
+        return lin(table).view(table.shape[0], self.num_heads, self.head_dim).transpose(0, 1)
+
+    def forward(self, query: Tensor, key_value: Optional[Tensor] = None,
+                key_padding_mask: Optional[Tensor] = None, causal: bool = False,
+                q_pos: Optional[Tensor] = None, k_pos: Optional[Tensor] = None,
+                rope: Optional[RotaryPositions] = None,
+                rel_q: Optional[RelativePositions] = None,
+                rel_k: Optional[RelativePositions] = None,
+                incremental_state: Optional[Dict[str, Dict[str, Optional[Tensor]]]] = None
+                ) -> Tensor:
+        q = self._heads(self.q_proj(query))
+        if rope is not None:
+            q = rope(q, q_pos)
+        cache = self.get_incremental_state(incremental_state, "attn") \
+            if incremental_state is not None else None
+        if self.self_attention:
+            k = self._heads(self.k_proj(query))
+            v = self._heads(self.v_proj(query))
+            if rope is not None:
+                k = rope(k, q_pos)
+            k_pos = q_pos
+            if cache is not None and cache.get("key") is not None:
+                k = torch.cat([cache["key"], k], dim=2)
+                v = torch.cat([cache["value"], v], dim=2)
+                k_pos = torch.cat([cache["pos"], k_pos], dim=1)
+            if incremental_state is not None:
+                self.set_incremental_state(incremental_state, "attn",
+                                           {"key": k, "value": v, "pos": k_pos})
+        else:
+            if cache is not None and cache.get("key") is not None:
+                k, v, k_pos = cache["key"], cache["value"], cache["pos"]
+            else:
+                k = self._heads(self.k_proj(key_value))
+                v = self._heads(self.v_proj(key_value))
+                if rope is not None:
+                    k = rope(k, k_pos)
+                if incremental_state is not None:
+                    self.set_incremental_state(incremental_state, "attn",
+                                               {"key": k, "value": v, "pos": k_pos})
+        scores = torch.matmul(q, k.transpose(-1, -2))  # [B, H, Tq, Tk]
+        if rel_q is not None:
+            scores = scores + self._relative_scores(q, k, q_pos, k_pos, rel_q, rel_k)
+        scores = scores / math.sqrt(self.head_dim)
+        tq, tk = scores.shape[-2:]
+        if causal and tq > 1:
+            # queries are the last tq positions of the tk keys
+            mask = torch.ones(tq, tk, dtype=torch.bool, device=scores.device).triu(tk - tq + 1)
+            scores = scores.masked_fill(mask, float("-inf"))
+        if key_padding_mask is not None:
+            scores = scores.masked_fill(key_padding_mask[:, None, None, :], float("-inf"))
+        probs = self.dropout(torch.softmax(scores.float(), dim=-1).to(q.dtype))
+        out = torch.matmul(probs, v).transpose(1, 2).reshape(query.shape[0], tq, self.dim)
+        return self.out_proj(out)
+
+    def _relative_scores(self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor,
+                         rel_q: RelativePositions, rel_k: RelativePositions) -> Tensor:
+        """Content-to-position + position-to-content terms [B, H, Tq, Tk] (unscaled)."""
+        b, h, tq, _ = q.shape
+        tk = k.shape[2]
+        # c2p: q_i . k_rel(b_k(i, j)) with the key side's table and buckets
+        k_rel = self._table_heads(self.k_proj, rel_k())                  # [H, R_k, dh]
+        c2p_all = torch.einsum("bhqd,hrd->bhqr", q, k_rel)                # [B, H, Tq, R_k]
+        idx_k = rel_k.bucket(q_pos, k_pos).unsqueeze(1).expand(b, h, tq, tk)
+        c2p = torch.gather(c2p_all, 3, idx_k)
+        # p2c: q_rel(b_q(i, j)) . k_j with the query side's table and buckets
+        q_rel = self._table_heads(self.q_proj, rel_q())                  # [H, R_q, dh]
+        p2c_all = torch.einsum("bhkd,hrd->bhrk", k, q_rel)                # [B, H, R_q, Tk]
+        idx_q = rel_q.bucket(q_pos, k_pos).unsqueeze(1).expand(b, h, tq, tk)
+        p2c = torch.gather(p2c_all, 2, idx_q)
+        return c2p + p2c
+
+    def reorder_incremental_state(self, incremental_state, new_order: Tensor):
+        cache = self.get_incremental_state(incremental_state, "attn")
+        if cache is not None and cache.get("key") is not None:
+            n = cache["key"].shape[0]
+            if new_order.numel() == n and torch.equal(
+                    new_order, torch.arange(n, device=new_order.device)):
+                return incremental_state  # identity: nothing to move
+            cache = {key: (val.index_select(0, new_order) if val is not None else None)
+                     for key, val in cache.items()}
+            self.set_incremental_state(incremental_state, "attn", cache)
+        return incremental_state

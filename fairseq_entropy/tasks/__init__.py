@@ -1,0 +1,3 @@
+"""fairseq tasks of the plugin; importing a module registers it."""
+
+from . import systematicity  # noqa: F401

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Train one preset on one binarized level, decode the test set with the last and the
+# best-on-validation checkpoints, and score both.
+#
+#   recipes/train_level.sh PRESET LEVEL_DATABIN RUN_DIR [extra fairseq-train args...]
+#
+# Environment: SEED (default 1), EPOCHS / MAX_UPDATE (override the preset's schedule, e.g. for
+# a CPU-sized run), DEVICE (cpu|gpu, default: gpu when torch sees one), GEN_BATCH (default 512).
+# A run whose RUN_DIR/last/score.json exists is skipped.
+set -euo pipefail
+preset=$1 data=$2 run=$3; shift 3
+here=$(cd "$(dirname "$0")" && pwd)
+user_dir=$(cd "$here/../fairseq_entropy" && pwd)
+seed=${SEED:-1}
+if [ -f "$run/last/score.json" ]; then echo "skip $run (already scored)"; exit 0; fi
+
+if [ -z "${DEVICE:-}" ]; then
+  DEVICE=$(python -c "import torch; print('gpu' if torch.cuda.is_available() else 'cpu')")
+fi
+device_args=(); [ "$DEVICE" = cpu ] && device_args=(--cpu)
+
+schedule=(); [ -n "${EPOCHS:-}" ] && schedule+=(--epochs "$EPOCHS")
+[ -n "${MAX_UPDATE:-}" ] && schedule+=(--max-update "$MAX_UPDATE")
+eval "train_args=($(fairseq-entropy train-args "$preset" --data "$data" "${schedule[@]}"))"
+model=$(fairseq-entropy train-args "$preset" --data "$data" --field model)
+
+mkdir -p "$run"
+fairseq-train "$data" --user-dir "$user_dir" "${train_args[@]}" "${device_args[@]}" \
+  --seed "$seed" --save-dir "$run/checkpoints" --tensorboard-logdir "$run/tensorboard" \
+  --no-epoch-checkpoints --num-workers 0 --log-format simple --log-interval 100 \
+  --eval-seq-acc --best-checkpoint-metric seq_acc --maximize-best-checkpoint-metric \
+  "$@" 2>&1 | tee "$run/train.log" | grep -E "valid on|done training|Error" || true
+status=${PIPESTATUS[0]}
+[ "$status" -eq 0 ] || { echo "fairseq-train failed (exit $status): see $run/train.log" >&2; exit 1; }
+
+generate() {  # generate CHECKPOINT_NAME LABEL
+  fairseq-generate "$data" --user-dir "$user_dir" --task systematicity \
+    --source-lang in --target-lang out --path "$run/checkpoints/$1" "${device_args[@]}" \
+    --gen-subset test --beam 1 --max-len-a 0 --max-len-b 60 \
+    --batch-size "${GEN_BATCH:-512}" > "$run/generate-$2.txt" 2> "$run/generate-$2.log"
+}
+score() {  # score LABEL
+  fairseq-entropy score "$run/generate-$1.txt" --out "$run/$1" --data "$data" \
+    --model "$model" --seed "$seed" --checkpoint "$1"
+}
+generate checkpoint_last.pt last
+if cmp -s "$run/checkpoints/checkpoint_best.pt" "$run/checkpoints/checkpoint_last.pt"; then
+  cp "$run/generate-last.txt" "$run/generate-best.txt"   # best-on-validation is the last one
+else
+  generate checkpoint_best.pt best
+fi
+score best
+score last   # last/score.json marks the run as finished

@@ -1,0 +1,45 @@
+import argparse
+import pickle
+
+import pytest
+import torch
+
+import fairseq_entropy  # noqa: F401  (installs the allow-list)
+from fairseq import checkpoint_utils
+from fairseq_entropy.checkpoint import FAIRSEQ_CHECKPOINT_GLOBALS, UnsafeCheckpointError
+
+
+def fairseq_like_state():
+    return {"args": None, "cfg": {"model": argparse.Namespace(arch="scan_transformer")},
+            "model": {"w": torch.ones(2)}, "extra_state": {"best": 0.5}}
+
+
+def test_namespace_checkpoint_loads_with_weights_only(tmp_path):
+    p = tmp_path / "ckpt.pt"
+    torch.save(fairseq_like_state(), p)
+    state = torch.load(p, weights_only=True)  # what torch >= 2.6 does by default
+    assert state["cfg"]["model"].arch == "scan_transformer"
+    assert FAIRSEQ_CHECKPOINT_GLOBALS == (argparse.Namespace,)
+
+
+class Opaque:
+    """A harmless class that is still not on the allow-list."""
+
+
+class Payload:
+    def __reduce__(self):
+        return (print, ("this would run at load time",))
+
+
+def test_checkpoint_with_other_globals_is_refused(tmp_path):
+    p = tmp_path / "evil.pt"
+    state = fairseq_like_state()
+    state["extra_state"]["payload"] = Payload()
+    torch.save(state, p)
+    with pytest.raises(UnsafeCheckpointError, match=r"evil\.pt.*builtins\.print"):
+        checkpoint_utils.load_checkpoint_to_cpu(str(p))
+    q = tmp_path / "opaque.pt"
+    torch.save({"cfg": {"x": Opaque()}}, q)
+    with pytest.raises(UnsafeCheckpointError, match="Opaque"):
+        checkpoint_utils.load_checkpoint_to_cpu(str(q))
+    assert issubclass(UnsafeCheckpointError, pickle.UnpicklingError)

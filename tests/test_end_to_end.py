@@ -1,0 +1,79 @@
+"""generate -> binarize -> fairseq-train (a few dozen updates) -> fairseq-generate -> score,
+through the console scripts and the recipe, as a user runs them."""
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def run(cmd, **kw):
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+               OMP_NUM_THREADS="1", DEVICE="cpu")
+    res = subprocess.run(cmd, capture_output=True, text=True, env=env, **kw)
+    assert res.returncode == 0, f"{cmd} failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
+    return res
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("e2e")
+    run(["fairseq-entropy", "build", "exp1", "--levels", "3", "--n", "320", "--seed", "5",
+         "--out", str(tmp / "data")])
+    level = tmp / "data" / "entropy_3.0"
+    for ext in ("in", "out"):  # keep the decode step short: 48 of the 7056 test commands
+        lines = (level / f"test.{ext}").read_text().splitlines()[::147]
+        (level / f"test.{ext}").write_text("\n".join(lines) + "\n")
+    run(["fairseq-entropy", "binarize", str(tmp / "data"), "--out", str(tmp / "bin")])
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+               OMP_NUM_THREADS="1", DEVICE="cpu", MAX_UPDATE="30", GEN_BATCH="64")
+    res = subprocess.run(["bash", str(REPO / "recipes" / "train_level.sh"),
+                          "exp1_transformer_sinusoidal", str(tmp / "bin" / "entropy_3.0"),
+                          str(tmp / "run")], capture_output=True, text=True, env=env)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    return tmp
+
+
+def test_recipe_trains_decodes_and_scores(trained):
+    run_dir = trained / "run"
+    last = json.loads((run_dir / "last" / "score.json").read_text())
+    best = json.loads((run_dir / "best" / "score.json").read_text())
+    assert last["n"] == best["n"] == 48
+    assert last["experiment"] == "exp1" and last["level"] == "entropy_3.0"
+    assert last["model"] == "transformer_sinusoidal" and last["checkpoint"] == "last"
+    assert 0.0 <= last["accuracy"] <= 1.0
+    log = (run_dir / "train.log").read_text()
+    assert "num_updates 30" in log and "seq_acc" in log
+    assert "controlled slot second, target 3.0 bits" in log  # task logs the manifest
+    gen = (run_dir / "generate-last.txt").read_text()
+    assert gen.count("\nH-") + gen.startswith("H-") == 48
+
+
+def test_checkpoint_restores_in_train_and_interactive(trained):
+    ckpt = trained / "run" / "checkpoints" / "checkpoint_last.pt"
+    data = trained / "bin" / "entropy_3.0"
+    user_dir = str(REPO / "fairseq_entropy")
+    args = run(["fairseq-entropy", "train-args", "exp1_transformer_sinusoidal", "--data",
+                str(data), "--max-update", "32"]).stdout
+    res = run(["fairseq-train", str(data), "--user-dir", user_dir, *shlex.split(args), "--cpu",
+               "--restore-file", str(ckpt), "--save-dir", str(trained / "restored"),
+               "--num-workers", "0", "--no-epoch-checkpoints", "--log-format", "simple"])
+    log = res.stdout + res.stderr
+    assert "Loaded checkpoint" in log and "(epoch" in log
+    assert (trained / "restored" / "checkpoint_last.pt").exists()
+    res = run(["fairseq-interactive", str(data), "--user-dir", user_dir, "--task",
+               "systematicity", "--source-lang", "in", "--target-lang", "out", "--path",
+               str(ckpt), "--beam", "1", "--cpu"], input="jump twice after walk left\n")
+    assert "H-0\t" in res.stdout
+
+
+def test_aggregate_of_the_run(trained, tmp_path):
+    res = run(["fairseq-entropy", "aggregate", str(trained / "run"), "--out", str(tmp_path)])
+    assert "transformer_sinusoidal" in res.stdout and "entropy_3.0" in res.stdout
+    assert (tmp_path / "accuracy_vs_entropy.png").exists()

@@ -1,0 +1,157 @@
+import argparse
+import math
+
+import pytest
+import torch
+from fairseq.data import Dictionary
+
+import fairseq_entropy  # noqa: F401  (registers the model)
+from fairseq_entropy.binarize import dictionary_words
+from fairseq_entropy.grammar import Grammar
+from fairseq_entropy.models.scan_transformer import ScanTransformerModel
+from fairseq_entropy.modules.positions import (RotaryPositions, relative_bucket,
+                                               sinusoidal_table, token_positions)
+
+SCHEMES = ["sinusoidal", "learned", "relative", "rope"]
+
+
+class FakeTask:
+    def __init__(self):
+        d = Dictionary()
+        for w in dictionary_words(Grammar.paper()):
+            d.add_symbol(w)
+        self.source_dictionary = self.target_dictionary = d
+
+
+def build(scheme, **kw):
+    torch.manual_seed(0)
+    args = argparse.Namespace(position_encoding=scheme, dropout=0.0, embed_dim=64,
+                              encoder_layers=2, decoder_layers=2, **kw)
+    model = ScanTransformerModel.build_model(args, FakeTask())
+    return model.eval()
+
+
+def random_batch(d, lengths, left_pad=True, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    T = max(lengths)
+    toks = torch.full((len(lengths), T), d.pad())
+    for i, n in enumerate(lengths):
+        row = torch.randint(d.nspecial, len(d), (n,), generator=g)
+        row[-1] = d.eos()
+        if left_pad:
+            toks[i, T - n:] = row
+        else:
+            toks[i, :n] = row
+    return toks
+
+
+def test_token_positions_left_and_right_padding():
+    t = torch.tensor([[1, 1, 5, 6, 2], [5, 6, 7, 8, 2], [5, 2, 1, 1, 1]])
+    assert token_positions(t, pad=1).tolist() == [[0, 0, 0, 1, 2], [0, 1, 2, 3, 4],
+                                                  [0, 1, 0, 0, 0]]
+
+
+def test_sinusoidal_table_values():
+    t = sinusoidal_table(4, 4)
+    assert t[0].tolist() == [0.0, 1.0, 0.0, 1.0]
+    assert t[3, 0].item() == pytest.approx(math.sin(3))
+    assert t[3, 3].item() == pytest.approx(math.cos(3 / 100))
+
+
+def test_relative_bucket_hand_values():
+    rel = torch.tensor([-9, -3, -2, -1, 0, 1, 2, 3, 9, 100])
+    # B = 4 (mid 2): |r| <= 2 keeps r; longer distances share the outermost bucket 3
+    assert (relative_bucket(rel, 4, 512) - 3).tolist() == [-3, -3, -2, -1, 0, 1, 2, 3, 3, 3]
+    # B = 8 (mid 4), L = 64: r = 6 -> 4 + ceil(log(1.5)/log(63/4) * 3) = 4 + ceil(0.4414) = 5
+    # r = 20 -> 4 + ceil(log(5)/log(15.75) * 3) = 4 + ceil(1.7579) = 6; r = 63 -> 7
+    rel = torch.tensor([4, 5, 6, 20, 63, -63, 500])
+    assert (relative_bucket(rel, 8, 64) - 7).tolist() == [4, 5, 5, 6, 7, -7, 7]
+
+
+def test_rope_hand_values_and_shift_invariance():
+    rope = RotaryPositions(4, theta=100.0)
+    x = torch.tensor([1.0, 2.0, 3.0, 4.0]).view(1, 1, 1, 4)
+    out = rope(x, torch.tensor([[1]]))
+    # pairs (0, 2) at angle 1 and (1, 3) at angle 100^(-1/2) = 0.1
+    c1, s1, c2, s2 = math.cos(1), math.sin(1), math.cos(0.1), math.sin(0.1)
+    expected = [1 * c1 - 3 * s1, 2 * c2 - 4 * s2, 3 * c1 + 1 * s1, 4 * c2 + 2 * s2]
+    assert out.flatten().tolist() == pytest.approx(expected, abs=1e-6)
+
+    torch.manual_seed(1)
+    q, k = torch.randn(1, 1, 1, 64), torch.randn(1, 1, 1, 64)
+
+    def score(rope, i, j):
+        return (rope(q, torch.tensor([[i]])) * rope(k, torch.tensor([[j]]))).sum().item()
+    std = RotaryPositions(64, theta=1000.0, variant="standard")
+    authors = RotaryPositions(64, theta=1000.0, variant="authors")
+    base = score(std, 2, 0)
+    for shift in (1, 5, 17, 40):
+        assert score(std, 2 + shift, shift) == pytest.approx(base, abs=1e-4)
+    spread = [score(authors, 2 + s, s) for s in (0, 5, 17, 40)]
+    assert max(spread) - min(spread) > 1e-2  # the authors' variant is not relative
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_shapes_and_padding_invariance(scheme):
+    model = build(scheme)
+    d = model.encoder.dictionary
+    src = random_batch(d, [7, 3, 5], left_pad=True, seed=1)
+    prev = random_batch(d, [6, 2, 4], left_pad=False, seed=2)
+    prev[:, 0] = d.eos()
+    with torch.no_grad():
+        logits, _ = model(src, torch.tensor([7, 3, 5]), prev)
+        assert logits.shape == (3, prev.shape[1], len(d))
+        for i, (n, m) in enumerate(zip([7, 3, 5], [6, 2, 4])):
+            alone, _ = model(src[i:i + 1, -n:], torch.tensor([n]), prev[i:i + 1, :m])
+            assert torch.allclose(alone[0], logits[i, :m], atol=1e-5)
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_incremental_decoding_matches_full_forward(scheme):
+    model = build(scheme)
+    d = model.encoder.dictionary
+    src = random_batch(d, [6, 9, 4], seed=3)
+    lengths = torch.tensor([6, 9, 4])
+    with torch.no_grad():
+        enc = model.encoder(src, lengths)
+        tokens = torch.full((3, 1), d.eos())
+        state = {}
+        step_logits = []
+        for _ in range(12):
+            out, _ = model.decoder(tokens, enc, incremental_state=state)
+            step_logits.append(out[:, -1])
+            tokens = torch.cat([tokens, out[:, -1].argmax(-1, keepdim=True)], dim=1)
+        full, _ = model.decoder(tokens[:, :-1], enc)
+    assert torch.allclose(torch.stack(step_logits, 1), full, atol=1e-5)
+    assert torch.equal(torch.stack(step_logits, 1).argmax(-1), full.argmax(-1))
+
+
+def test_authors_initialisation_and_embedding_scale():
+    model = build("sinusoidal")
+    w = model.decoder.output_projection.weight
+    assert w.abs().max() <= 0.1 and model.decoder.output_projection.bias.abs().max() == 0
+    q = model.encoder.stack.layers[0].self_attn.q_proj.weight
+    std = math.sqrt(2 / (5 * 64))
+    assert q.abs().max() <= 2 * std + 1e-6 and q.std().item() == pytest.approx(0.88 * std, rel=0.1)
+    assert model.encoder.stack.embed_scale == 2.0
+    assert model.encoder.stack.layers[0].self_attn.num_heads == 1  # d / 64
+
+
+def test_few_updates_lower_the_loss():
+    model = build("sinusoidal").train()
+    d = model.encoder.dictionary
+    src = random_batch(d, [5, 6, 4, 6], seed=4)
+    tgt = random_batch(d, [5, 3, 6, 4], left_pad=False, seed=5)
+    prev = torch.roll(tgt, 1, dims=1)
+    prev[:, 0] = d.eos()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    losses = []
+    for _ in range(30):
+        logits, _ = model(src, None, prev)
+        loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2), tgt,
+                                                 ignore_index=d.pad())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.5 * losses[0]
