@@ -18,7 +18,8 @@ import tempfile
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-from .datafiles import DataFormatError, Example, read_pair, read_scan_file, write_pair
+from .datafiles import (DataFormatError, atomic_directory, read_pair, read_scan_file,
+                        write_pair)
 from .grammar import Grammar
 
 SOURCE_LANG, TARGET_LANG = "in", "out"
@@ -104,20 +105,12 @@ def binarize_level(level_dir: str | os.PathLike, dest: str | os.PathLike, gramma
         except DataFormatError as e:
             raise BinarizeError(str(e)) from None
         check_vocabulary(level_dir / s, grammar)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
-    try:
+    with atomic_directory(dest) as tmp:
         dict_path = write_dictionary(tmp / "dict.txt", grammar)
         run_preprocess(level_dir, tmp, dict_path, splits, workers)
         os.unlink(dict_path)
         if (level_dir / "manifest.json").exists():
             shutil.copy(level_dir / "manifest.json", tmp / "manifest.json")
-        if dest.exists():
-            shutil.rmtree(dest)
-        os.replace(tmp, dest)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return dest
 
 

@@ -20,7 +20,6 @@ import json
 import math
 import os
 import shutil
-import tempfile
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +28,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from . import __version__
-from .datafiles import Example, write_pair, write_scan_file
+from .datafiles import Example, atomic_directory, write_pair, write_scan_file
 from .entropy import SlotStatistics, entropy_bits
 from .grammar import CONJUNCTIONS, Command, Grammar, two_clause
 
@@ -144,6 +143,7 @@ class _ConjunctionBalancer:
         self.extra_to_and = True
 
     def split(self, n: int) -> Dict[str, int]:
+        """Split ``n`` commands of one cell into ``{"and": a, "after": b}`` with |a - b| <= 1."""
         half, odd = divmod(n, 2)
         if odd:
             first = "and" if self.extra_to_and else "after"
@@ -183,6 +183,8 @@ class Level:
     extra: dict = field(default_factory=dict)
 
     def manifest(self, grammar: Grammar) -> dict:
+        """The level's manifest: target and measured entropy (bits), slot verb counts and
+        entropies of every split, sizes, and builder extras."""
         stats = {s: SlotStatistics.of(cmds, grammar.verbs) for s, cmds in self.splits.items()}
         measured = stats["train"].entropy[self.controlled_slot]
         return {
@@ -377,7 +379,7 @@ def write_build(out_dir: str | os.PathLike, grammar: Grammar, levels: Sequence[L
     manifest_path = out / BUILD_MANIFEST
     record = {"package": "fairseq-entropy", "package_version": __version__,
               "grammar": grammar.name, "verbs": list(grammar.verbs), **params}
-    if out.exists() and any(out.iterdir()):
+    if out.exists() and any(not p.name.startswith(".") for p in out.iterdir()):
         if manifest_path.exists():
             old = json.loads(manifest_path.read_text())
             same = {k: v for k, v in old.items() if k not in ("levels", "package_version")} == \
@@ -393,28 +395,26 @@ def write_build(out_dir: str | os.PathLike, grammar: Grammar, levels: Sequence[L
         else:
             shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)
-    names = []
+    old_levels = []
+    if manifest_path.exists():
+        old_levels = [n for n in json.loads(manifest_path.read_text()).get("levels", [])
+                      if (out / n).is_dir()]
+
+    def write_manifest(names):
+        tmp_manifest = out / f".{BUILD_MANIFEST}.tmp"
+        tmp_manifest.write_text(_json({**record, "levels": names}))
+        os.replace(tmp_manifest, manifest_path)
+
+    # the manifest comes first, so that an interrupted build is recognised when re-run
+    write_manifest(old_levels)
+    names = list(old_levels)
     for level in levels:
-        tmp = Path(tempfile.mkdtemp(prefix=f".{level.name}.", dir=out))
-        try:
+        with atomic_directory(out / level.name) as tmp:
             for split in SPLITS:
                 write_pair(tmp / split, _examples(grammar, level.splits[split]))
             (tmp / BUILD_MANIFEST).write_text(_json({**record, **level.manifest(grammar)}))
-            final = out / level.name
-            if final.exists():
-                shutil.rmtree(final)
-            os.replace(tmp, final)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        names.append(level.name)
-    if manifest_path.exists():
-        old_levels = json.loads(manifest_path.read_text()).get("levels", [])
-        names = [n for n in old_levels if n not in names and (out / n).is_dir()] + names
-    record["levels"] = names
-    tmp_manifest = out / f".{BUILD_MANIFEST}.tmp"
-    tmp_manifest.write_text(_json(record))
-    os.replace(tmp_manifest, manifest_path)
+        names = [n for n in names if n != level.name] + [level.name]
+        write_manifest(names)
     return out
 
 

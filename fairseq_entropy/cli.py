@@ -52,6 +52,7 @@ def _verbs(text: str) -> List[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
     from .builders import AUTHORS_SUPPORT_ORDER
     from .grammar import PAPER_VERBS
 
@@ -131,6 +132,7 @@ def _guess_grammar(examples):
 
 
 def cmd_build(args) -> None:
+    """``build exp1|exp2|scan``: generate data (see :mod:`fairseq_entropy.builders`)."""
     from .builders import build_exp1, build_exp2, write_build, write_scan_language
     from .grammar import Grammar
 
@@ -163,6 +165,7 @@ def cmd_build(args) -> None:
 
 
 def cmd_measure(args) -> None:
+    """``measure``: verb counts and entropy of each slot, and unseen (verb, slot) pairs."""
     from .datafiles import read_any
     from .entropy import SLOTS, SlotStatistics, unseen_pairs
     from .grammar import Grammar
@@ -196,6 +199,7 @@ def cmd_measure(args) -> None:
 
 
 def cmd_binarize(args) -> None:
+    """``binarize``: a build directory or SCAN files into fairseq binary data."""
     from .binarize import binarize_build, binarize_scan_files
     from .grammar import Grammar
 
@@ -213,6 +217,7 @@ def cmd_binarize(args) -> None:
 
 
 def cmd_score(args) -> None:
+    """``score``: exact-match accuracy of one fairseq-generate output."""
     from .scoring import write_score
 
     meta = {"model": args.model, "seed": args.seed, "checkpoint": args.checkpoint}
@@ -231,6 +236,7 @@ def cmd_score(args) -> None:
 
 
 def cmd_aggregate(args) -> None:
+    """``aggregate``: results.tsv, summary.tsv and the plot from score.json files."""
     from .scoring import aggregate
 
     res = aggregate(args.roots, args.out)
@@ -242,6 +248,7 @@ def cmd_aggregate(args) -> None:
 
 
 def cmd_train_args(args) -> None:
+    """``train-args``: print the fairseq-train arguments of a preset."""
     from .presets import PresetError, load_presets, train_args
 
     presets = load_presets(args.presets)
@@ -261,6 +268,7 @@ COMMANDS = {"build": cmd_build, "measure": cmd_measure, "binarize": cmd_binarize
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Entry point of ``fairseq-entropy``; returns the exit status (2 on a user error)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -7,7 +7,9 @@ temporary file that is renamed into place, so an interrupted write leaves nothin
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -131,6 +133,25 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def atomic_directory(dest: str | os.PathLike):
+    """Yield a temporary directory beside ``dest`` that replaces ``dest`` on success.
+
+    On any exception the temporary directory is removed and ``dest`` is left as it was.
+    """
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    try:
+        yield tmp
+        if dest.exists():
+            shutil.rmtree(dest)
+        os.replace(tmp, dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
         raise
 
 

@@ -86,6 +86,7 @@ class SlotStatistics:
         return {(v, s) for s in SLOTS for v, n in self.counts[s].items() if n}
 
     def as_dict(self) -> dict:
+        """JSON-ready form: ``n_commands``, ``entropy_bits`` per slot, ``verb_counts`` per slot."""
         return {"n_commands": self.n_commands,
                 "entropy_bits": {s: (None if h is None else round(h, 6))
                                  for s, h in self.entropy.items()},

@@ -57,6 +57,7 @@ class Clause:
 
     @property
     def words(self) -> List[str]:
+        """The clause's words in surface order."""
         out = [self.verb]
         if self.modifier:
             out.append(self.modifier)
@@ -96,6 +97,7 @@ class Command:
 
     @property
     def words(self) -> List[str]:
+        """The command's words in surface order."""
         out = list(self.left.words)
         if self.conjunction:
             out.append(self.conjunction)

@@ -112,6 +112,8 @@ def train_args(preset: dict, data_dir: str | os.PathLike, epochs: Optional[float
             "--arch", preset["arch"], "--batch-size", str(batch), "--lr", repr(lr),
             "--max-update", str(total)]
     args += [a.format(**values) for a in preset.get("optimizer_args", [])]
+    args += list(preset.get("task_args", []))
     args += list(preset.get("model_args", []))
     args += list(preset.get("criterion_args", DEFAULT_CRITERION))
+    args += list(preset.get("extra_args", []))
     return args

@@ -2,20 +2,19 @@
 # Quickstart (what `make demo` runs): Experiment 1 with scan_transformer, one seed.
 #
 # On a GPU: the paper's full schedule (24 epochs) at all 7 entropy levels.
-# On a CPU: levels 0, 1, 2, 3 bits with a CPU-sized schedule (CPU_EPOCHS epochs, default below).
+# On a CPU: levels 0, 1, 2, 3 bits with the CPU-sized preset exp1_transformer_sinusoidal_cpu.
 # Re-running skips levels already finished.  Environment: OUT (default demo), SEED, LEVELS,
-# CPU_EPOCHS, PRESET.
+# PRESET, EPOCHS (override the preset's), JOBS (levels trained at once; default: one per core on a CPU).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-demo}
 seed=${SEED:-1}
-preset=${PRESET:-exp1_transformer_sinusoidal}
 if python -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)"; then
-  levels=${LEVELS:-0,0.5,1,1.5,2,2.5,3}; unset EPOCHS
-  echo "GPU found: paper schedule, levels $levels"
+  device=gpu; preset=${PRESET:-exp1_transformer_sinusoidal}; levels=${LEVELS:-0,0.5,1,1.5,2,2.5,3}
+  echo "GPU found: the paper's schedule ($preset), levels $levels"
 else
-  levels=${LEVELS:-0,1,2,3}; export EPOCHS=${CPU_EPOCHS:-8}
-  echo "no GPU: CPU schedule of $EPOCHS epochs (the paper: 24), levels $levels"
+  device=cpu; preset=${PRESET:-exp1_transformer_sinusoidal_cpu}; levels=${LEVELS:-0,1,2,3}
+  echo "no GPU: CPU-sized schedule ($preset in recipes/presets.json), levels $levels"
 fi
 start=$(date +%s)
 
@@ -30,11 +29,10 @@ fi
 names=$(python -c "import sys
 from fairseq_entropy.builders import level_name
 print(' '.join(level_name('exp1', float(x)) for x in sys.argv[1].split(',')))" "$levels" 2>/dev/null)
-for level in $names; do
-  echo "== $level"
-  SEED=$seed "$here/train_level.sh" "$preset" "$out/data-bin/seed$seed/$level" \
-    "$out/runs/exp1/$preset/seed$seed/$level"
-done
+# CPU: one level per core, one thread each (a small model gains little from a second thread)
+if [ "$device" = cpu ]; then jobs=${JOBS:-$(nproc)}; threads=1; else jobs=${JOBS:-1}; threads=${OMP_NUM_THREADS:-}; fi
+printf '%s\n' $names | xargs -P "$jobs" -I{} env ${threads:+OMP_NUM_THREADS=$threads} SEED="$seed" \
+  "$here/train_level.sh" "$preset" "$out/data-bin/seed$seed/{}" "$out/runs/exp1/$preset/seed$seed/{}"
 
 # 3. table + plot
 fairseq-entropy aggregate "$out/runs" --out "$out/results"

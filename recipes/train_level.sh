@@ -25,12 +25,15 @@ eval "train_args=($(fairseq-entropy train-args "$preset" --data "$data" "${sched
 model=$(fairseq-entropy train-args "$preset" --data "$data" --field model)
 
 mkdir -p "$run"
+set +e
 fairseq-train "$data" --user-dir "$user_dir" "${train_args[@]}" "${device_args[@]}" \
   --seed "$seed" --save-dir "$run/checkpoints" --tensorboard-logdir "$run/tensorboard" \
   --no-epoch-checkpoints --num-workers 0 --log-format simple --log-interval 100 \
   --eval-seq-acc --best-checkpoint-metric seq_acc --maximize-best-checkpoint-metric \
-  "$@" 2>&1 | tee "$run/train.log" | grep -E "valid on|done training|Error" || true
+  "$@" 2>&1 | tee "$run/train.log" | grep -E "valid on|done training|Error" \
+  | sed -u "s|^.*| [$(basename "$run")] &|; s|\(valid on 'valid' subset\).*\(seq_acc [0-9.]*\).*\(num_updates [0-9]*\).*|\1 \2 \3|"
 status=${PIPESTATUS[0]}
+set -e
 [ "$status" -eq 0 ] || { echo "fairseq-train failed (exit $status): see $run/train.log" >&2; exit 1; }
 
 generate() {  # generate CHECKPOINT_NAME LABEL

@@ -169,3 +169,23 @@ def test_cli_build_scan_language(tmp_path, scan_reference):
     ours = set(out.read_text().splitlines())
     ref = set(line.strip() for line in open(scan_reference / "tasks.txt"))
     assert ours == ref
+
+
+def test_cli_measure_reports_slots_and_unseen_pairs(tmp_path, capsys):
+    out = tmp_path / "m"
+    assert cli(["build", "exp1", "--levels", "1", "--n", "800", "--out", str(out)]) == 0
+    capsys.readouterr()
+    level = out / "entropy_1.0"
+    assert cli(["measure", str(level / "test.in"), "--train", str(level / "train.in"),
+                "--json"]) == 0
+    rep = json.loads(capsys.readouterr().out)[str(level / "test.in")]
+    assert rep["n_commands"] == 7056
+    assert rep["entropy_bits"] == {"first": 0.0, "second": 3.0}
+    assert rep["verb_counts"]["second"]["walk"] == 882
+    assert rep["unseen_in_train"] == [["jump", "first"]]
+    scan = tmp_path / "s.txt"
+    scan.write_text("IN: jump after walk OUT: I_WALK I_JUMP\nIN: turn left OUT: I_TURN_LEFT\n")
+    assert cli(["measure", str(scan), "--json"]) == 0
+    rep = json.loads(capsys.readouterr().out)[str(scan)]
+    assert rep["verb_counts"]["first"]["walk"] == 1 and rep["verb_counts"]["first"]["turn"] == 1
+    assert rep["entropy_bits"]["first"] == 1.0 and rep["entropy_bits"]["second"] == 0.0

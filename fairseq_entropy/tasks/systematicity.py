@@ -16,8 +16,10 @@ import os
 from argparse import Namespace
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 from fairseq import utils
+from fairseq.data import BaseWrapperDataset
 from fairseq.logging import metrics
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
@@ -27,6 +29,8 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class SystematicityConfig(TranslationConfig):
+    """Options of the ``systematicity`` task: fairseq's translation options plus these."""
+
     eval_seq_acc: bool = field(
         default=False,
         metadata={"help": "decode the validation set greedily and log exact-match accuracy "
@@ -37,6 +41,32 @@ class SystematicityConfig(TranslationConfig):
         metadata={"help": "maximum output length when decoding for seq_acc (the longest "
                           "output of the paper's grammar has 48 actions)"},
     )
+    random_batches: bool = field(
+        default=False,
+        metadata={"help": "draw training batches uniformly at random and anew every epoch "
+                          "(as a PyTorch DataLoader with shuffle=True) instead of fairseq's "
+                          "length-sorted batches, whose members share a length and hence "
+                          "mostly a syntactic template"},
+    )
+    rebuild_batches: bool = field(
+        default=False,
+        metadata={"help": "rebuild the batches every epoch (set by --random-batches)"},
+    )
+
+
+class RandomOrderDataset(BaseWrapperDataset):
+    """Wraps a training set so that ``ordered_indices`` is a random permutation.
+
+    fairseq seeds numpy with (seed + epoch) around the call, so the order is reproducible and,
+    with ``rebuild_batches``, different in every epoch.
+    """
+
+    def ordered_indices(self):
+        return np.random.permutation(len(self.dataset))
+
+    @property
+    def can_reuse_epoch_itr_across_epochs(self):
+        return False
 
 
 def exact_match(hyp_tokens: torch.Tensor, ref_tokens: torch.Tensor, pad: int, eos: int) -> bool:
@@ -73,6 +103,12 @@ class SystematicityTask(TranslationTask):
             task.manifest = None
             logger.info("no manifest.json in %s: training-set entropies unknown", first)
         return task
+
+    def load_dataset(self, split, epoch=1, combine=False, **kwargs):
+        super().load_dataset(split, epoch=epoch, combine=combine, **kwargs)
+        if self.cfg.random_batches and split == self.cfg.train_subset:
+            self.cfg.rebuild_batches = True
+            self.datasets[split] = RandomOrderDataset(self.datasets[split])
 
     def build_model(self, cfg, from_checkpoint=False):
         model = super().build_model(cfg, from_checkpoint)
