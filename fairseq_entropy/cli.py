@@ -108,6 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
     sc.add_argument("--data", help="level directory (raw or binarized) with manifest.json")
     sc.add_argument("--model"), sc.add_argument("--seed", type=int)
     sc.add_argument("--checkpoint", default="last", help="label: last or best")
+    sc.add_argument("--split", default="test", help="split that was decoded; with --data its "
+                                                    "size is checked against the manifest")
 
     a = sub.add_parser("aggregate", help="results.tsv, summary and plot from score.json files")
     a.add_argument("roots", nargs="+")
@@ -220,7 +222,9 @@ def cmd_score(args) -> None:
     """``score``: exact-match accuracy of one fairseq-generate output."""
     from .scoring import write_score
 
-    meta = {"model": args.model, "seed": args.seed, "checkpoint": args.checkpoint}
+    meta = {"model": args.model, "seed": args.seed, "checkpoint": args.checkpoint,
+            "split": args.split}
+    expected = None
     if args.data:
         manifest = Path(args.data) / "manifest.json"
         if not manifest.exists():
@@ -230,7 +234,8 @@ def cmd_score(args) -> None:
         meta.update(experiment=info.get("experiment"), level=info.get("level"),
                     entropy_bits=info.get("entropy_bits"),
                     target_entropy_bits=info.get("target_entropy_bits"))
-    rec = write_score(args.generate_output, args.out, meta)
+        expected = info.get("sizes", {}).get(args.split)
+    rec = write_score(args.generate_output, args.out, meta, expected)
     print(f"exact-match accuracy {rec['accuracy']:.4f} ({rec['correct']}/{rec['n']}); "
           f"wrote {args.out}/score.json")
 

@@ -6,7 +6,8 @@ fairseq's ``cosine`` scheduler needs ``--max-update``: with N training commands 
 b, one epoch is ceil(N / b) updates; the warm-up is ``warmup_fraction`` of all updates.
 
 Placeholders in ``optimizer_args``: ``{max_update}``, ``{warmup_updates}``, ``{lr}``,
-``{min_lr}`` (= ``min_lr_ratio`` x lr).  ``epochs_formula`` (e.g. ``"64-8*(k-1)"``) computes the
+``{min_lr}`` (= ``min_lr_ratio`` x lr).  ``epochs_by_train_size`` maps a training-set size to
+its epochs (e.g. the CNN's 24/36/48 for 6000/4000/3000 commands).  ``epochs_formula`` (e.g. ``"64-8*(k-1)"``) computes the
 epochs from the support size k of an Experiment 2 level.
 """
 
@@ -100,6 +101,8 @@ def train_args(preset: dict, data_dir: str | os.PathLike, epochs: Optional[float
             if not support:
                 raise PresetError(f"preset needs the support size k but {manifest} has none")
             epochs = eval_epochs(preset["epochs_formula"], len(support))
+        elif str(n) in preset.get("epochs_by_train_size", {}):
+            epochs = float(preset["epochs_by_train_size"][str(n)])
         else:
             epochs = float(preset.get("epochs", 24))
     updates_per_epoch = math.ceil(n / batch)
@@ -110,7 +113,7 @@ def train_args(preset: dict, data_dir: str | os.PathLike, epochs: Optional[float
               "lr": lr, "min_lr": float(f"{lr * float(preset.get('min_lr_ratio', 0.0)):.6g}")}
     args = ["--task", "systematicity", "--source-lang", "in", "--target-lang", "out",
             "--arch", preset["arch"], "--batch-size", str(batch), "--lr", repr(lr),
-            "--max-update", str(total)]
+            "--max-update", str(total), "--required-batch-size-multiple", "1"]
     args += [a.format(**values) for a in preset.get("optimizer_args", [])]
     args += list(preset.get("task_args", []))
     args += list(preset.get("model_args", []))

@@ -124,9 +124,19 @@ def score_generate_output(path: str | os.PathLike) -> Tuple[List[Scored], dict]:
 
 
 def write_score(gen_path: str | os.PathLike, out_dir: str | os.PathLike,
-                metadata: Optional[dict] = None) -> dict:
-    """Score ``gen_path`` and write ``examples.tsv`` and ``score.json`` into ``out_dir``."""
+                metadata: Optional[dict] = None, expected_n: Optional[int] = None) -> dict:
+    """Score ``gen_path`` and write ``examples.tsv`` and ``score.json`` into ``out_dir``.
+
+    Raises:
+        ScoreError: ``expected_n`` is given and the output holds another number of samples
+            (nothing is written).
+    """
     rows, summary = score_generate_output(gen_path)
+    if expected_n is not None and len(rows) != expected_n:
+        raise ScoreError(
+            f"{gen_path} holds {len(rows)} samples but the split has {expected_n}. Fix: decode "
+            "the whole split (fairseq-generate --required-batch-size-multiple 1 keeps the last "
+            "sentences that the default multiple of 8 drops)")
     out = Path(out_dir)
     buf = io.StringIO()
     w = csv.writer(buf, delimiter="\t", lineterminator="\n")
@@ -224,9 +234,12 @@ def format_table(summary: Sequence[dict]) -> str:
 def plot(summary: Sequence[dict], path: str | os.PathLike, checkpoint: str = "last") -> Path:
     """Plot accuracy (mean +- std over seeds) against entropy, one panel per experiment,
     with the paper's curve for the same model name drawn dashed beside it."""
+    import logging
+
     import matplotlib
 
     matplotlib.use("Agg")
+    logging.getLogger("matplotlib").setLevel(logging.WARNING)
     import matplotlib.pyplot as plt
 
     rows = [r for r in summary if r["checkpoint"] == checkpoint] or list(summary)

@@ -6,7 +6,9 @@
 #
 # Environment: SEED (default 1), EPOCHS / MAX_UPDATE (override the preset's schedule, e.g. for
 # a CPU-sized run), DEVICE (cpu|gpu, default: gpu when torch sees one), GEN_BATCH (default 512).
-# A run whose RUN_DIR/last/score.json exists is skipped.
+# A run whose RUN_DIR/last/score.json exists is skipped.  --required-batch-size-multiple 1:
+# fairseq's default of 8 silently drops the last sentences of a split whose size is not a
+# multiple of 8 (e.g. 6 of the 174 validation commands at 0 bits).
 set -euo pipefail
 preset=$1 data=$2 run=$3; shift 3
 here=$(cd "$(dirname "$0")" && pwd)
@@ -29,6 +31,7 @@ set +e
 fairseq-train "$data" --user-dir "$user_dir" "${train_args[@]}" "${device_args[@]}" \
   --seed "$seed" --save-dir "$run/checkpoints" --tensorboard-logdir "$run/tensorboard" \
   --no-epoch-checkpoints --num-workers 0 --log-format simple --log-interval 100 \
+  --required-batch-size-multiple 1 \
   --eval-seq-acc --best-checkpoint-metric seq_acc --maximize-best-checkpoint-metric \
   "$@" 2>&1 | tee "$run/train.log" | grep -E "valid on|done training|Error" \
   | sed -u "s|^.*| [$(basename "$run")] &|; s|\(valid on 'valid' subset\).*\(seq_acc [0-9.]*\).*\(num_updates [0-9]*\).*|\1 \2 \3|"
@@ -40,7 +43,7 @@ generate() {  # generate CHECKPOINT_NAME LABEL
   fairseq-generate "$data" --user-dir "$user_dir" --task systematicity \
     --source-lang in --target-lang out --path "$run/checkpoints/$1" "${device_args[@]}" \
     --gen-subset test --beam 1 --max-len-a 0 --max-len-b 60 \
-    --batch-size "${GEN_BATCH:-512}" > "$run/generate-$2.txt" 2> "$run/generate-$2.log"
+    --batch-size "${GEN_BATCH:-512}" --required-batch-size-multiple 1 > "$run/generate-$2.txt" 2> "$run/generate-$2.log"
 }
 score() {  # score LABEL
   fairseq-entropy score "$run/generate-$1.txt" --out "$run/$1" --data "$data" \

@@ -30,6 +30,9 @@ def trained(tmp_path_factory):
     for ext in ("in", "out"):  # keep the decode step short: 48 of the 7056 test commands
         lines = (level / f"test.{ext}").read_text().splitlines()[::147]
         (level / f"test.{ext}").write_text("\n".join(lines) + "\n")
+    manifest = json.loads((level / "manifest.json").read_text())
+    manifest["sizes"]["test"] = 48
+    (level / "manifest.json").write_text(json.dumps(manifest))
     run(["fairseq-entropy", "binarize", str(tmp / "data"), "--out", str(tmp / "bin")])
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
                OMP_NUM_THREADS="1", DEVICE="cpu", MAX_UPDATE="30", GEN_BATCH="64")
@@ -77,3 +80,14 @@ def test_aggregate_of_the_run(trained, tmp_path):
     res = run(["fairseq-entropy", "aggregate", str(trained / "run"), "--out", str(tmp_path)])
     assert "transformer_sinusoidal" in res.stdout and "entropy_3.0" in res.stdout
     assert (tmp_path / "accuracy_vs_entropy.png").exists()
+
+
+def test_train_args_convert_epochs_to_updates(trained):
+    data = trained / "bin" / "entropy_3.0"
+    out = run(["fairseq-entropy", "train-args", "exp1_transformer_sinusoidal", "--data",
+               str(data)]).stdout.split()
+    # 320 commands / batch 32 = 10 updates per epoch x 24 epochs; warm-up 6% of 240 = 14.4
+    assert out[out.index("--max-update") + 1] == "240"
+    assert out[out.index("--warmup-updates") + 1] == "14"
+    assert out[out.index("--min-lr") + 1] == "3e-05"
+    assert "--random-batches" in out and out[out.index("--lr") + 1] == "0.0003"

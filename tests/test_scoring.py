@@ -87,3 +87,16 @@ def test_score_and_aggregate_cli(tmp_path):
                      "accuracy": "0.750000", "checkpoint": "last"}]
     assert (out / "accuracy_vs_entropy.png").read_bytes()[:4] == b"\x89PNG"
     assert (out / "summary.tsv").exists()
+
+
+def test_score_refuses_output_missing_samples(tmp_path, capsys):
+    gen = tmp_path / "gen.txt"
+    gen.write_text(GEN)
+    level = tmp_path / "level"
+    level.mkdir()
+    (level / "manifest.json").write_text(json.dumps(
+        {"experiment": "exp1", "level": "entropy_3.0", "entropy_bits": 3.0,
+         "sizes": {"train": 10, "valid": 2, "test": 6}}))
+    assert cli(["score", str(gen), "--out", str(tmp_path / "s"), "--data", str(level)]) == 2
+    assert "holds 4 samples but the split has 6" in capsys.readouterr().err
+    assert not (tmp_path / "s").exists()

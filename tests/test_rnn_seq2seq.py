@@ -1,0 +1,260 @@
+"""Tests of the ``rnn_seq2seq`` model (issue 3, item 2): shapes, learning, incremental decoding,
+padding invariance, presets and a ``fairseq-train`` / ``fairseq-generate --user-dir`` round trip."""
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from fairseq.data import Dictionary, LanguagePairDataset
+from fairseq.models import ARCH_MODEL_REGISTRY, ARCH_CONFIG_REGISTRY
+from fairseq.sequence_generator import SequenceGenerator
+
+import fairseq_entropy
+from fairseq_entropy.models.rnn_seq2seq import RNNSeq2SeqModel, rotate_padding
+
+WORDS = "walk run look jump twice thrice and left right".split()
+ACTIONS = "WALK RUN LOOK JUMP LTURN RTURN".split()
+PAIRS = [
+    ("walk", "WALK"),
+    ("run twice", "RUN RUN"),
+    ("jump left thrice", "LTURN JUMP LTURN JUMP LTURN JUMP"),
+    ("look right and walk twice", "RTURN LOOK WALK WALK"),
+    ("run left", "LTURN RUN"),
+]
+
+
+def make_dictionary() -> Dictionary:
+    d = Dictionary()
+    for w in WORDS + ACTIONS:
+        d.add_symbol(w)
+    return d
+
+
+class FakeTask:
+    def __init__(self, d):
+        self.source_dictionary = d
+        self.target_dictionary = d
+
+
+def build(arch="rnn_seq2seq", **overrides):
+    d = make_dictionary()
+    args = argparse.Namespace(**overrides)
+    ARCH_CONFIG_REGISTRY[arch](args)
+    torch.manual_seed(0)
+    return ARCH_MODEL_REGISTRY[arch].build_model(args, FakeTask(d)), d
+
+
+def make_sample(d, pairs=PAIRS, left_pad_source=True):
+    def enc(s):
+        return d.encode_line(s, add_if_not_exist=False, append_eos=True).long()
+
+    src = [enc(s) for s, _ in pairs]
+    tgt = [enc(t) for _, t in pairs]
+    ds = LanguagePairDataset(src, [len(x) for x in src], d, tgt, [len(x) for x in tgt], d,
+                             left_pad_source=left_pad_source)
+    return ds.collater([ds[i] for i in range(len(pairs))])
+
+
+def greedy(model, src_tokens, src_lengths, steps, eos, incremental=True, forbid=()):
+    """Greedy tokens and per-step logits, step by step (incremental) or by full re-runs.
+
+    ``forbid``: (step, token) pairs never chosen, to mimic fairseq's generator rules."""
+    enc = model.encoder(src_tokens, src_lengths=src_lengths)
+    tokens = torch.full((src_tokens.size(0), 1), eos, dtype=torch.long)
+    state = {}
+    logits = []
+    for _ in range(steps):
+        if incremental:
+            out, _ = model.decoder(tokens, encoder_out=enc, incremental_state=state)
+        else:
+            out, _ = model.decoder(tokens, encoder_out=enc)
+        logits.append(out[:, -1])
+        choice = out[:, -1].clone()
+        for step, tok in forbid:
+            if step is None or step == tokens.size(1) - 1:
+                choice[:, tok] = float("-inf")
+        tokens = torch.cat([tokens, choice.argmax(-1, keepdim=True)], dim=1)
+    return tokens[:, 1:], torch.stack(logits, dim=1)
+
+
+@pytest.mark.parametrize("cell", ["rnn", "gru", "lstm"])
+def test_output_shapes(cell):
+    model, d = build(cell=cell, encoder_layers=2, encoder_hidden_size=16)
+    sample = make_sample(d)
+    net = sample["net_input"]
+    enc = model.encoder(net["src_tokens"], src_lengths=net["src_lengths"])
+    bsz, src_len = net["src_tokens"].shape
+    tgt_len = net["prev_output_tokens"].size(1)
+    assert enc["encoder_out"][0].shape == (bsz, src_len, 32)
+    assert enc["encoder_hidden"][0].shape == (bsz, 32)
+    assert ("encoder_cell" in enc) == (cell == "lstm")
+    logits, extra = model(**net)
+    assert logits.shape == (bsz, tgt_len, len(d))
+    assert extra["attn"][0].shape == (bsz, tgt_len, src_len)
+    # attention never looks at source padding
+    pad = net["src_tokens"].eq(d.pad()).unsqueeze(1).expand_as(extra["attn"][0])
+    assert extra["attn"][0][pad].abs().max() == 0
+    assert model.decoder.hidden_size == 2 * model.encoder.hidden_size
+
+
+def test_unknown_cell_raises():
+    with pytest.raises(ValueError):
+        build(cell="transformer")
+
+
+def test_presets_match_the_paper():
+    expected = {
+        "rnn_seq2seq_exp1_rnn_h64": ("rnn", 2, 64),
+        "rnn_seq2seq_exp1_rnn_h128": ("rnn", 2, 128),
+        "rnn_seq2seq_exp2_gru_l2_h64": ("gru", 2, 64),
+        "rnn_seq2seq_exp2_rnn_l1_h64": ("rnn", 1, 64),
+    }
+    for arch, (cell, layers, hidden) in expected.items():
+        model, _ = build(arch)
+        assert isinstance(model, RNNSeq2SeqModel)
+        assert model.encoder.cell == cell
+        assert model.encoder.num_layers == layers
+        assert model.encoder.hidden_size == hidden
+        assert model.decoder.hidden_size == 2 * hidden
+
+
+def test_rotate_padding_round_trip():
+    x = torch.arange(12).view(3, 4)
+    shift = torch.tensor([0, 1, 3])
+    rolled = rotate_padding(x, shift)
+    assert rolled.tolist() == [[0, 1, 2, 3], [5, 6, 7, 4], [11, 8, 9, 10]]
+    assert torch.equal(rotate_padding(rolled, -shift), x)
+
+
+def test_a_few_updates_lower_the_loss():
+    model, d = build(encoder_hidden_size=16, dropout=0.0)
+    sample = make_sample(d)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+
+    def loss_fn():
+        logits, _ = model(**sample["net_input"])
+        return F.cross_entropy(logits.view(-1, logits.size(-1)), sample["target"].view(-1),
+                               ignore_index=d.pad())
+
+    first = loss_fn().item()
+    for _ in range(20):
+        opt.zero_grad()
+        loss = loss_fn()
+        loss.backward()
+        opt.step()
+    assert loss_fn().item() < 0.5 * first
+
+
+@pytest.mark.parametrize("cell", ["rnn", "gru", "lstm"])
+def test_incremental_greedy_equals_full_forward(cell):
+    model, d = build(cell=cell, encoder_hidden_size=16)
+    model.eval()
+    net = make_sample(d)["net_input"]
+    with torch.no_grad():
+        inc_tokens, inc_logits = greedy(model, net["src_tokens"], net["src_lengths"], 8, d.eos())
+        full_tokens, full_logits = greedy(model, net["src_tokens"], net["src_lengths"], 8,
+                                          d.eos(), incremental=False)
+        # one full teacher-forced pass over the greedy output gives the same logits
+        prev = torch.cat([torch.full((inc_tokens.size(0), 1), d.eos()), inc_tokens[:, :-1]], 1)
+        one_pass, _ = model(net["src_tokens"], net["src_lengths"], prev)
+    assert torch.equal(inc_tokens, full_tokens)
+    assert torch.allclose(inc_logits, full_logits, atol=1e-5)
+    assert torch.allclose(inc_logits, one_pass, atol=1e-5)
+
+
+def test_sequence_generator_beam1_matches_greedy_and_beam_reorders():
+    model, d = build(cell="gru", encoder_hidden_size=16)
+    model.eval()
+    net = make_sample(d)["net_input"]
+    sample = {"net_input": net}
+    with torch.no_grad():
+        # the generator never emits pad, and not end-of-sentence first (min_len 1)
+        tokens, _ = greedy(model, net["src_tokens"], net["src_lengths"], 10, d.eos(),
+                           forbid=[(None, d.pad()), (0, d.eos())])
+        hyps = SequenceGenerator([model], d, beam_size=1, max_len_a=0, max_len_b=10).generate(
+            [model], sample)
+        beam = SequenceGenerator([model], d, beam_size=3, max_len_a=0, max_len_b=10).generate(
+            [model], sample)
+    for i, hyp in enumerate(hyps):
+        out = hyp[0]["tokens"]
+        n = len(out) - 1 if out[-1] == d.eos() else len(out)
+        assert out[:n].tolist() == tokens[i, :n].tolist()
+    assert all(len(b) == 3 for b in beam)
+
+
+@pytest.mark.parametrize("cell", ["rnn", "lstm"])
+@pytest.mark.parametrize("left_pad_source", [True, False])
+def test_padded_batch_equals_each_sentence_alone(cell, left_pad_source):
+    model, d = build(cell=cell, encoder_hidden_size=16)
+    model.eval()
+    batch = make_sample(d, left_pad_source=left_pad_source)
+    with torch.no_grad():
+        batch_tokens, batch_logits = greedy(model, batch["net_input"]["src_tokens"],
+                                            batch["net_input"]["src_lengths"], 8, d.eos())
+        batch_tf, _ = model(**batch["net_input"])
+        for row, i in enumerate(batch["id"].tolist()):
+            alone = make_sample(d, [PAIRS[i]])["net_input"]
+            tokens, logits = greedy(model, alone["src_tokens"], alone["src_lengths"], 8, d.eos())
+            assert torch.equal(tokens[0], batch_tokens[row])
+            assert torch.allclose(logits[0], batch_logits[row], atol=1e-5)
+            tf, _ = model(**alone)
+            n = tf.size(1)
+            assert torch.allclose(tf[0], batch_tf[row, :n], atol=1e-5)
+
+
+def _run(cmd, cwd):
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+
+def write_tiny_corpus(root: Path) -> Path:
+    """Write PAIRS-like text splits and binarize them with fairseq-preprocess."""
+    d = make_dictionary()
+    dict_path = root / "dict.txt"
+    dict_path.write_text("".join(f"{w} 1\n" for w in WORDS + ACTIONS))
+    pairs = PAIRS * 4
+    for split in ("train", "valid", "test"):
+        (root / f"{split}.in").write_text("".join(s + "\n" for s, _ in pairs))
+        (root / f"{split}.out").write_text("".join(t + "\n" for _, t in pairs))
+    bin_dir = root / "bin"
+    _run([sys.executable, "-m", "fairseq_cli.preprocess", "--source-lang", "in",
+          "--target-lang", "out", "--trainpref", "train", "--validpref", "valid",
+          "--testpref", "test", "--srcdict", str(dict_path), "--tgtdict", str(dict_path),
+          "--destdir", str(bin_dir), "--workers", "1"], cwd=root)
+    assert len(d) > 0
+    return bin_dir
+
+
+def train_and_generate(tmp_path: Path, arch_args, criterion_args, epochs=3):
+    """fairseq-train then fairseq-generate --user-dir on a tiny corpus; returns H- lines."""
+    bin_dir = write_tiny_corpus(tmp_path)
+    user_dir = os.path.dirname(fairseq_entropy.__file__)
+    common = ["--user-dir", user_dir, "--task", "translation", "--source-lang", "in",
+              "--target-lang", "out", "--cpu", "--num-workers", "0"]
+    _run([sys.executable, "-m", "fairseq_cli.train", str(bin_dir), *common, *arch_args,
+          *criterion_args, "--optimizer", "adam", "--lr", "5e-3", "--batch-size", "4",
+          "--max-epoch", str(epochs), "--save-dir", str(tmp_path / "ck"),
+          "--no-epoch-checkpoints", "--log-format", "simple"], cwd=tmp_path)
+    out = _run([sys.executable, "-m", "fairseq_cli.generate", str(bin_dir), *common,
+                "--path", str(tmp_path / "ck" / "checkpoint_last.pt"), "--gen-subset", "test",
+                "--beam", "1", "--max-len-a", "0", "--max-len-b", "60", "--batch-size", "512",
+                "--required-batch-size-multiple", "1"], cwd=tmp_path)
+    return [line for line in out.splitlines() if line.startswith("H-")]
+
+
+@pytest.mark.slow
+def test_checkpoint_round_trips_through_fairseq_generate(tmp_path):
+    hyps = train_and_generate(
+        tmp_path,
+        ["--arch", "rnn_seq2seq", "--encoder-hidden-size", "16"],
+        ["--criterion", "teacher_forcing_cross_entropy", "--teacher-forcing-ratio", "0",
+         "--stop-at-predicted-eos"],
+    )
+    assert len(hyps) == 4 * len(PAIRS)
