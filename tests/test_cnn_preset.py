@@ -15,29 +15,9 @@ from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
 import fairseq_entropy
 import fairseq_entropy.models.cnn_presets  # noqa: F401  (registers the presets)
 
-WORDS = "walk run look jump twice thrice and left right".split()
-ACTIONS = "WALK RUN LOOK JUMP LTURN RTURN".split()
-PAIRS = [
-    ("walk", "WALK"),
-    ("run twice", "RUN RUN"),
-    ("jump left thrice", "LTURN JUMP LTURN JUMP LTURN JUMP"),
-    ("look right and walk twice", "RTURN LOOK WALK WALK"),
-    ("run left", "LTURN RUN"),
-]
+from _toy import ACTIONS, PAIRS, WORDS, FakeTask, make_dictionary  # noqa: F401,E402
+
 PRESETS = ["fconv_scan_exp1", "fconv_scan_exp2"]
-
-
-def make_dictionary() -> Dictionary:
-    d = Dictionary()
-    for w in WORDS + ACTIONS:
-        d.add_symbol(w)
-    return d
-
-
-class FakeTask:
-    def __init__(self, d):
-        self.source_dictionary = d
-        self.target_dictionary = d
 
 
 def build(arch="fconv_scan_exp1", **overrides):

@@ -17,28 +17,7 @@ from fairseq.sequence_generator import SequenceGenerator
 import fairseq_entropy
 from fairseq_entropy.models.rnn_seq2seq import RNNSeq2SeqModel, rotate_padding
 
-WORDS = "walk run look jump twice thrice and left right".split()
-ACTIONS = "WALK RUN LOOK JUMP LTURN RTURN".split()
-PAIRS = [
-    ("walk", "WALK"),
-    ("run twice", "RUN RUN"),
-    ("jump left thrice", "LTURN JUMP LTURN JUMP LTURN JUMP"),
-    ("look right and walk twice", "RTURN LOOK WALK WALK"),
-    ("run left", "LTURN RUN"),
-]
-
-
-def make_dictionary() -> Dictionary:
-    d = Dictionary()
-    for w in WORDS + ACTIONS:
-        d.add_symbol(w)
-    return d
-
-
-class FakeTask:
-    def __init__(self, d):
-        self.source_dictionary = d
-        self.target_dictionary = d
+from _toy import ACTIONS, PAIRS, WORDS, FakeTask, make_dictionary  # noqa: F401,E402
 
 
 def build(arch="rnn_seq2seq", **overrides):

@@ -21,15 +21,8 @@ from fairseq_entropy.criterions.teacher_forcing import (
     _has_differentiable_incremental_path,
 )
 
-WORDS = "walk run look jump twice thrice and left right".split()
-ACTIONS = "WALK RUN LOOK JUMP LTURN RTURN".split()
-PAIRS = [
-    ("walk", "WALK"),
-    ("run twice", "RUN RUN"),
-    ("jump left thrice", "LTURN JUMP LTURN JUMP LTURN JUMP"),
-    ("look right and walk twice", "RTURN LOOK WALK WALK"),
-    ("run left", "LTURN RUN"),
-]
+from _toy import ACTIONS, PAIRS, WORDS, FakeTask, make_dictionary  # noqa: F401,E402
+
 ARCHS = {
     "rnn_seq2seq": dict(encoder_hidden_size=16),
     "fconv_scan_exp1": dict(max_source_positions=1024, max_target_positions=1024),
@@ -40,12 +33,6 @@ ARCHS = {
 OTHER_PLUGIN_ARCHS = [a for a in ("scan_transformer", "scan_transformer_relative",
                                   "scan_transformer_rope", "equivariant_seq2seq")
                       if a in ARCH_MODEL_REGISTRY]
-
-
-class FakeTask:
-    def __init__(self, d):
-        self.source_dictionary = d
-        self.target_dictionary = d
 
 
 def setup(arch="rnn_seq2seq"):

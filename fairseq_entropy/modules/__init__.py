@@ -1,0 +1,1 @@
+"""Building blocks of the plugin's models: attention, position schemes, equivariant layers."""
