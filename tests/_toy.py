@@ -27,3 +27,23 @@ class FakeTask:
     def __init__(self, d):
         self.source_dictionary = d
         self.target_dictionary = d
+
+
+def losses_before_and_after(model, sample, pad: int, lr: float, steps: int = 20):
+    """Cross-entropy of ``model`` on one batch before and after ``steps`` Adam updates on it."""
+    import torch
+    import torch.nn.functional as F
+
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+
+    def loss_fn():
+        logits, _ = model(**sample["net_input"])
+        return F.cross_entropy(logits.view(-1, logits.size(-1)), sample["target"].view(-1),
+                               ignore_index=pad)
+
+    first = loss_fn().item()
+    for _ in range(steps):
+        opt.zero_grad()
+        loss_fn().backward()
+        opt.step()
+    return first, loss_fn().item()
