@@ -16,7 +16,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import List, Optional, Sequence
 
 from .datafiles import (DataFormatError, atomic_directory, read_pair, read_scan_file,
                         write_pair)
@@ -132,11 +132,9 @@ def level_dirs(build_dir: str | os.PathLike) -> List[Path]:
 
 
 def grammar_of_build(build_dir: str | os.PathLike) -> Optional[str]:
-    """The grammar name recorded in a build's manifest, if any."""
-    for p in (Path(build_dir) / "manifest.json",):
-        if p.exists():
-            return json.loads(p.read_text()).get("grammar")
-    return None
+    """The grammar name recorded in a build's (or level's) manifest, if any."""
+    manifest = Path(build_dir) / "manifest.json"
+    return json.loads(manifest.read_text()).get("grammar") if manifest.exists() else None
 
 
 def binarize_build(build_dir: str | os.PathLike, out: str | os.PathLike,
@@ -145,7 +143,7 @@ def binarize_build(build_dir: str | os.PathLike, out: str | os.PathLike,
     build_dir, out = Path(build_dir), Path(out)
     dirs = level_dirs(build_dir)
     if grammar is None:
-        name = grammar_of_build(dirs[0] if dirs[0] != build_dir else build_dir) or "paper"
+        name = grammar_of_build(dirs[0]) or "paper"
         grammar = Grammar.paper() if name == "paper" else Grammar.scan()
     if dirs == [build_dir]:
         return [binarize_level(build_dir, out, grammar, workers)]

@@ -1,7 +1,6 @@
 import pytest
 
-from fairseq_entropy.binarize import (BinarizeError, binarize_scan_files, check_vocabulary,
-                                      dictionary_words)
+from fairseq_entropy.binarize import BinarizeError, check_vocabulary, dictionary_words
 from fairseq_entropy.cli import main as cli
 from fairseq_entropy.grammar import Grammar
 

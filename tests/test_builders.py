@@ -5,8 +5,7 @@ from collections import Counter
 
 import pytest
 
-from fairseq_entropy.builders import (BuildError, build_exp1, build_exp2, mixing_counts,
-                                      write_build)
+from fairseq_entropy.builders import BuildError, build_exp1, build_exp2, mixing_counts
 from fairseq_entropy.cli import main as cli
 from fairseq_entropy.entropy import entropy_bits
 from fairseq_entropy.grammar import Grammar

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 import torch
-from fairseq.data import Dictionary, LanguagePairDataset
+from fairseq.data import LanguagePairDataset
 from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
 
 import fairseq_entropy

@@ -1,5 +1,3 @@
-import math
-
 import pytest
 
 from fairseq_entropy.entropy import SlotStatistics, entropy_bits, unseen_pairs

@@ -1,5 +1,3 @@
-import json
-
 import pytest
 
 from fairseq_entropy.presets import PresetError, eval_epochs, load_presets

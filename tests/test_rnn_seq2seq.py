@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from fairseq.data import Dictionary, LanguagePairDataset
+from fairseq.data import LanguagePairDataset
 from fairseq.models import ARCH_MODEL_REGISTRY, ARCH_CONFIG_REGISTRY
 from fairseq.sequence_generator import SequenceGenerator
 

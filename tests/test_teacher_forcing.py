@@ -21,7 +21,7 @@ from fairseq_entropy.criterions.teacher_forcing import (
     _has_differentiable_incremental_path,
 )
 
-from _toy import ACTIONS, PAIRS, WORDS, FakeTask, make_dictionary  # noqa: F401,E402
+from _toy import ACTIONS, PAIRS, WORDS, FakeTask  # noqa: F401,E402
 
 ARCHS = {
     "rnn_seq2seq": dict(encoder_hidden_size=16),

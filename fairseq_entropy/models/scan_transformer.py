@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional
 
-import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from fairseq.models import (FairseqEncoder, FairseqEncoderDecoderModel,

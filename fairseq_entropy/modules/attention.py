@@ -11,7 +11,7 @@ where the bracketed terms are DeBERTa's content-to-position and position-to-cont
 from __future__ import annotations
 
 import math
-from typing import Dict, Optional, Tuple
+from typing import Dict, Optional
 
 import torch
 import torch.nn as nn

@@ -14,8 +14,6 @@ source), see :func:`token_positions`.
 from __future__ import annotations
 
 import math
-from typing import Optional
-
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
