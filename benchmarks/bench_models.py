@@ -74,8 +74,15 @@ def measure_training(preset_name: str, data: Path, seconds: float, save_to: Path
     criterion = task.build_criterion(cfg.criterion)
     params = sum(p.numel() for p in model.parameters() if p.requires_grad)
     trainer = Trainer(cfg, task, model, criterion)
-    itr = trainer.get_train_iterator(epoch=1, load_dataset=False).next_epoch_itr(shuffle=True)
-    batches = iter(itr)
+
+    def endless_batches():  # a fast model can outrun one epoch within the timed window
+        epoch = 1
+        while True:
+            epoch_itr = trainer.get_train_iterator(epoch=epoch, load_dataset=False)
+            yield from epoch_itr.next_epoch_itr(shuffle=True)
+            epoch += 1
+
+    batches = endless_batches()
     for _ in range(3):  # warm-up
         trainer.train_step([next(batches)])
     n, start = 0, time.perf_counter()
@@ -145,7 +152,7 @@ def main(argv=None) -> int:
                 source = "trained" if name in trained else "bench"
                 sps, hyp_len, n = measure_generation(data, Path(trained.get(name, ckpt)))
             except Exception as e:  # report and go on with the next preset
-                print(f"{name:30} failed: {str(e).splitlines()[0][:200]}", flush=True)
+                print(f"{name:30} failed: {(str(e) or repr(e)).splitlines()[0][:200]}", flush=True)
                 continue
             batch = int(preset.get("batch_size", 32))
             print(f"{name:30} {preset['arch']:30} {params:9,d} {batch:5d} {ups:7.1f} "

@@ -1,5 +1,10 @@
 """A toy SCAN vocabulary, examples and task stand-in shared by the model tests."""
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 from fairseq.data import Dictionary
 
 WORDS = "walk run look jump twice thrice and left right".split()
@@ -47,3 +52,50 @@ def losses_before_and_after(model, sample, pad: int, lr: float, steps: int = 20)
         loss_fn().backward()
         opt.step()
     return first, loss_fn().item()
+
+
+def run_fairseq(cmd, cwd) -> str:
+    """Run a fairseq command line single-threaded in ``cwd``; fail the test with its stderr."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+
+def write_tiny_corpus(root: Path, copies: int = 4) -> Path:
+    """Write ``copies`` x :data:`PAIRS` as train/valid/test ``.in``/``.out`` files under ``root``
+    and binarize them with fairseq-preprocess on the :func:`make_dictionary` vocabulary.
+    Returns the binarized directory."""
+    dict_path = root / "dict.txt"
+    dict_path.write_text("".join(f"{w} 1\n" for w in WORDS + ACTIONS))
+    pairs = PAIRS * copies
+    for split in ("train", "valid", "test"):
+        (root / f"{split}.in").write_text("".join(s + "\n" for s, _ in pairs))
+        (root / f"{split}.out").write_text("".join(t + "\n" for _, t in pairs))
+    bin_dir = root / "bin"
+    run_fairseq([sys.executable, "-m", "fairseq_cli.preprocess", "--source-lang", "in",
+                 "--target-lang", "out", "--trainpref", "train", "--validpref", "valid",
+                 "--testpref", "test", "--srcdict", str(dict_path), "--tgtdict", str(dict_path),
+                 "--destdir", str(bin_dir), "--workers", "1"], cwd=root)
+    return bin_dir
+
+
+def train_and_generate(tmp_path: Path, model_args, criterion_args, lr: float = 5e-3,
+                       epochs: int = 3) -> list:
+    """fairseq-train on the tiny corpus (4 x PAIRS) with ``--user-dir`` fairseq_entropy, then
+    fairseq-generate the test split from ``checkpoint_last.pt``; returns the ``H-`` lines."""
+    import fairseq_entropy
+
+    bin_dir = write_tiny_corpus(tmp_path)
+    common = ["--user-dir", os.path.dirname(fairseq_entropy.__file__), "--task", "translation",
+              "--source-lang", "in", "--target-lang", "out", "--cpu", "--num-workers", "0"]
+    run_fairseq([sys.executable, "-m", "fairseq_cli.train", str(bin_dir), *common, *model_args,
+                 *criterion_args, "--optimizer", "adam", "--lr", str(lr), "--batch-size", "4",
+                 "--max-epoch", str(epochs), "--save-dir", str(tmp_path / "ck"),
+                 "--no-epoch-checkpoints", "--log-format", "simple"], cwd=tmp_path)
+    out = run_fairseq([sys.executable, "-m", "fairseq_cli.generate", str(bin_dir), *common,
+                       "--path", str(tmp_path / "ck" / "checkpoint_last.pt"),
+                       "--gen-subset", "test", "--beam", "1", "--max-len-a", "0",
+                       "--max-len-b", "60", "--batch-size", "512",
+                       "--required-batch-size-multiple", "1"], cwd=tmp_path)
+    return [line for line in out.splitlines() if line.startswith("H-")]

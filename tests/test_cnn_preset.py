@@ -2,20 +2,16 @@
 shapes, learning, incremental decoding, padding invariance and a ``fairseq-generate`` round trip."""
 
 import argparse
-import os
-import subprocess
-import sys
 
 import pytest
 import torch
 from fairseq.data import LanguagePairDataset
 from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
 
-import fairseq_entropy
 import fairseq_entropy.models.cnn_presets  # noqa: F401  (registers the presets)
 
-from _toy import (ACTIONS, PAIRS, WORDS, FakeTask,  # noqa: F401,E402
-                  losses_before_and_after, make_dictionary)
+from _toy import (PAIRS, FakeTask,  # noqa: E402
+                  losses_before_and_after, make_dictionary, train_and_generate)
 
 PRESETS = ["fconv_scan_exp1", "fconv_scan_exp2"]
 
@@ -112,34 +108,8 @@ def test_padded_batch_equals_each_sentence_alone():
             assert torch.allclose(logits[0], batch_logits[row], atol=1e-4)
 
 
-def _run(cmd, cwd):
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc.stdout
-
-
 @pytest.mark.slow
 def test_checkpoint_round_trips_through_fairseq_generate(tmp_path):
-    dict_path = tmp_path / "dict.txt"
-    dict_path.write_text("".join(f"{w} 1\n" for w in WORDS + ACTIONS))
-    pairs = PAIRS * 4
-    for split in ("train", "valid", "test"):
-        (tmp_path / f"{split}.in").write_text("".join(s + "\n" for s, _ in pairs))
-        (tmp_path / f"{split}.out").write_text("".join(t + "\n" for _, t in pairs))
-    bin_dir = tmp_path / "bin"
-    _run([sys.executable, "-m", "fairseq_cli.preprocess", "--source-lang", "in",
-          "--target-lang", "out", "--trainpref", "train", "--validpref", "valid",
-          "--testpref", "test", "--srcdict", str(dict_path), "--tgtdict", str(dict_path),
-          "--destdir", str(bin_dir), "--workers", "1"], cwd=tmp_path)
-    common = ["--user-dir", os.path.dirname(fairseq_entropy.__file__), "--task", "translation",
-              "--source-lang", "in", "--target-lang", "out", "--cpu", "--num-workers", "0"]
-    _run([sys.executable, "-m", "fairseq_cli.train", str(bin_dir), *common,
-          "--arch", "fconv_scan_exp1", "--criterion", "cross_entropy", "--optimizer", "adam",
-          "--lr", "1e-3", "--batch-size", "4", "--max-epoch", "2",
-          "--save-dir", str(tmp_path / "ck"), "--no-epoch-checkpoints"], cwd=tmp_path)
-    out = _run([sys.executable, "-m", "fairseq_cli.generate", str(bin_dir), *common,
-                "--path", str(tmp_path / "ck" / "checkpoint_last.pt"), "--gen-subset", "test",
-                "--beam", "1", "--max-len-a", "0", "--max-len-b", "60", "--batch-size", "512",
-                "--required-batch-size-multiple", "1"], cwd=tmp_path)
-    assert sum(line.startswith("H-") for line in out.splitlines()) == len(pairs)
+    hyps = train_and_generate(tmp_path, ["--arch", "fconv_scan_exp1"],
+                              ["--criterion", "cross_entropy"], lr=1e-3, epochs=2)
+    assert len(hyps) == 4 * len(PAIRS)

@@ -2,10 +2,6 @@
 padding invariance, presets and a ``fairseq-train`` / ``fairseq-generate --user-dir`` round trip."""
 
 import argparse
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -13,11 +9,11 @@ from fairseq.data import LanguagePairDataset
 from fairseq.models import ARCH_MODEL_REGISTRY, ARCH_CONFIG_REGISTRY
 from fairseq.sequence_generator import SequenceGenerator
 
-import fairseq_entropy
+import fairseq_entropy  # noqa: F401  (registers the archs)
 from fairseq_entropy.models.rnn_seq2seq import RNNSeq2SeqModel, rotate_padding
 
-from _toy import (ACTIONS, PAIRS, WORDS, FakeTask,  # noqa: F401,E402
-                  losses_before_and_after, make_dictionary)
+from _toy import (PAIRS, FakeTask,  # noqa: E402
+                  losses_before_and_after, make_dictionary, train_and_generate)
 
 
 def build(arch="rnn_seq2seq", **overrides):
@@ -172,48 +168,6 @@ def test_padded_batch_equals_each_sentence_alone(cell, left_pad_source):
             tf, _ = model(**alone)
             n = tf.size(1)
             assert torch.allclose(tf[0], batch_tf[row, :n], atol=1e-5)
-
-
-def _run(cmd, cwd):
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc.stdout
-
-
-def write_tiny_corpus(root: Path) -> Path:
-    """Write PAIRS-like text splits and binarize them with fairseq-preprocess."""
-    d = make_dictionary()
-    dict_path = root / "dict.txt"
-    dict_path.write_text("".join(f"{w} 1\n" for w in WORDS + ACTIONS))
-    pairs = PAIRS * 4
-    for split in ("train", "valid", "test"):
-        (root / f"{split}.in").write_text("".join(s + "\n" for s, _ in pairs))
-        (root / f"{split}.out").write_text("".join(t + "\n" for _, t in pairs))
-    bin_dir = root / "bin"
-    _run([sys.executable, "-m", "fairseq_cli.preprocess", "--source-lang", "in",
-          "--target-lang", "out", "--trainpref", "train", "--validpref", "valid",
-          "--testpref", "test", "--srcdict", str(dict_path), "--tgtdict", str(dict_path),
-          "--destdir", str(bin_dir), "--workers", "1"], cwd=root)
-    assert len(d) > 0
-    return bin_dir
-
-
-def train_and_generate(tmp_path: Path, arch_args, criterion_args, epochs=3):
-    """fairseq-train then fairseq-generate --user-dir on a tiny corpus; returns H- lines."""
-    bin_dir = write_tiny_corpus(tmp_path)
-    user_dir = os.path.dirname(fairseq_entropy.__file__)
-    common = ["--user-dir", user_dir, "--task", "translation", "--source-lang", "in",
-              "--target-lang", "out", "--cpu", "--num-workers", "0"]
-    _run([sys.executable, "-m", "fairseq_cli.train", str(bin_dir), *common, *arch_args,
-          *criterion_args, "--optimizer", "adam", "--lr", "5e-3", "--batch-size", "4",
-          "--max-epoch", str(epochs), "--save-dir", str(tmp_path / "ck"),
-          "--no-epoch-checkpoints", "--log-format", "simple"], cwd=tmp_path)
-    out = _run([sys.executable, "-m", "fairseq_cli.generate", str(bin_dir), *common,
-                "--path", str(tmp_path / "ck" / "checkpoint_last.pt"), "--gen-subset", "test",
-                "--beam", "1", "--max-len-a", "0", "--max-len-b", "60", "--batch-size", "512",
-                "--required-batch-size-multiple", "1"], cwd=tmp_path)
-    return [line for line in out.splitlines() if line.startswith("H-")]
 
 
 @pytest.mark.slow
