@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import sys
 from pathlib import Path
 from typing import List, Optional, Sequence
@@ -108,8 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
     sc.add_argument("--data", help="level directory (raw or binarized) with manifest.json")
     sc.add_argument("--model"), sc.add_argument("--seed", type=int)
     sc.add_argument("--checkpoint", default="last", help="label: last or best")
-    sc.add_argument("--split", default="test", help="split that was decoded; with --data its "
-                                                    "size is checked against the manifest")
+    sc.add_argument("--split", default="test", help="split that was decoded; with --data the "
+                    "output must cover exactly that split's samples (without --data the sample "
+                    "count is not checked)")
 
     a = sub.add_parser("aggregate", help="results.tsv, summary and plot from score.json files")
     a.add_argument("roots", nargs="+")
@@ -234,8 +234,13 @@ def cmd_score(args) -> None:
         meta.update(experiment=info.get("experiment"), level=info.get("level"),
                     entropy_bits=info.get("entropy_bits"),
                     target_entropy_bits=info.get("target_entropy_bits"))
-        expected = info.get("sizes", {}).get(args.split)
-    rec = write_score(args.generate_output, args.out, meta, expected)
+        sizes = info.get("sizes", {})
+        if args.split not in sizes:
+            raise ValueError(f"{manifest} has no split {args.split!r}; it has "
+                             f"{', '.join(sorted(sizes)) or 'none'}. Fix: pass one of them "
+                             "with --split")
+        expected = sizes[args.split]
+    rec = write_score(args.generate_output, args.out, meta, expected, args.split)
     print(f"exact-match accuracy {rec['accuracy']:.4f} ({rec['correct']}/{rec['n']}); "
           f"wrote {args.out}/score.json")
 
@@ -264,8 +269,9 @@ def cmd_train_args(args) -> None:
         value = preset.get(args.field, args.preset if args.field == "model" else None)
         print(value if value is not None else "")
         return
-    print(" ".join(shlex.quote(a) for a in train_args(preset, args.data, args.epochs,
-                                                      args.max_update)))
+    # every token is checked free of spaces, quotes and globs: plain joining makes the line
+    # usable both as an unquoted $(...) and with shlex.split / read -a
+    print(" ".join(train_args(preset, args.data, args.epochs, args.max_update)))
 
 
 COMMANDS = {"build": cmd_build, "measure": cmd_measure, "binarize": cmd_binarize,

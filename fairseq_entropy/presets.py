@@ -90,6 +90,14 @@ def train_args(preset: dict, data_dir: str | os.PathLike, epochs: Optional[float
             support size from ``manifest.json``).
         epochs: override the preset's epochs (e.g. a shorter CPU schedule).
         max_update: override the number of updates directly.
+
+    Returns:
+        the argument list; every token is free of whitespace, quotes and glob characters, so
+        ``" ".join(args)`` round-trips through unquoted shell word splitting.
+
+    Raises:
+        PresetError: the level is not binarized, an Experiment 2 preset's level has no support
+            size, or a preset argument is not word-split safe (:func:`check_word_split_safe`).
     """
     n = train_size(data_dir)
     batch = int(preset.get("batch_size", 32))
@@ -119,4 +127,27 @@ def train_args(preset: dict, data_dir: str | os.PathLike, epochs: Optional[float
     args += list(preset.get("model_args", []))
     args += list(preset.get("criterion_args", DEFAULT_CRITERION))
     args += list(preset.get("extra_args", []))
+    for token in args:
+        check_word_split_safe(token, preset)
     return args
+
+
+#: characters that an unquoted ``$(...)`` would split on or expand (whitespace, quotes, globs,
+#: variables and escapes); a preset argument holding one would reach fairseq-train mangled
+UNSAFE_CHARS = frozenset(" \t\n'\"*?[]$\\`")
+
+
+def check_word_split_safe(token: str, preset: dict) -> None:
+    """Raise :class:`PresetError` if ``token`` would not survive unquoted shell word splitting.
+
+    ``fairseq-entropy train-args`` prints the arguments space-separated so that
+    ``fairseq-train ... $(fairseq-entropy train-args ...)`` works as written; a token with a
+    space or quote (e.g. ``"(0.9, 0.98)"``) would be split into pieces fairseq cannot parse.
+    """
+    bad = sorted(set(token) & UNSAFE_CHARS)
+    if bad or not token:
+        raise PresetError(
+            f"preset for arch {preset.get('arch')!r}: argument {token!r} contains "
+            f"{', '.join(repr(c) for c in bad) or 'nothing'}, which shell word splitting would "
+            "break. Fix: write it without spaces or quotes in recipes/presets.json, "
+            "e.g. \"(0.9,0.98)\" for --adam-betas")

@@ -50,13 +50,27 @@ def read_generate_output(path: str | os.PathLike) -> Dict[int, Dict[str, str]]:
     Only the first ``H-`` line of an id is kept (the best hypothesis).
 
     Raises:
-        ScoreError: no samples, or an id with ``H-`` but no ``T-`` line (or vice versa);
-            names the file and the fix.
+        ScoreError: no samples; an id without its ``S-``, ``T-`` or ``H-`` line; or an output
+            cut off while it was written (the last line has no newline, or the file has
+            ``D-`` lines and an ``H-`` line lacks its ``D-`` line); names the file, the line
+            or sample, and the fix.
     """
     samples: Dict[int, Dict[str, str]] = defaultdict(dict)
+    detokenized = set()  # ids with a D- line (fairseq-generate prints one after every H-)
+    lineno, line = 0, ""
     with open(path, encoding="utf-8") as f:
         for lineno, line in enumerate(f, 1):
+            if not line.endswith("\n") and line[:2] in ("S-", "T-", "H-", "D-", "P-"):
+                raise ScoreError(f"{path}:{lineno}: the last line is cut off (no newline at the "
+                                 "end): the decode was interrupted while writing. Fix: run "
+                                 "fairseq-generate again and keep its whole output")
             line = line.rstrip("\n")
+            if line.startswith("D-"):
+                try:
+                    detokenized.add(int(line[2:].partition("\t")[0]))
+                except ValueError:
+                    pass
+                continue
             if len(line) < 3 or line[1] != "-" or line[0] not in "STH":
                 continue
             tag, _, rest = line.partition("\t")
@@ -74,11 +88,15 @@ def read_generate_output(path: str | os.PathLike) -> Dict[int, Dict[str, str]]:
     if not samples:
         raise ScoreError(f"{path}: no S-/T-/H- lines. Fix: pass the stdout of fairseq-generate")
     for sid, s in samples.items():
-        if "H" not in s or "T" not in s:
-            missing = "H-" if "H" not in s else "T-"
-            raise ScoreError(f"{path}: sample {sid} has no {missing} line. Fix: run "
+        missing = [k + "-" for k in "STH" if k not in s]
+        if missing:
+            raise ScoreError(f"{path}: sample {sid} has no {' or '.join(missing)} line. Fix: run "
                              "fairseq-generate on a split with references and keep its whole "
                              "output")
+        if detokenized and sid not in detokenized:
+            raise ScoreError(f"{path}: sample {sid} has an H- line but no D- line after it: the "
+                             "output is cut off. Fix: run fairseq-generate again and keep its "
+                             "whole output")
     return dict(samples)
 
 
@@ -124,19 +142,31 @@ def score_generate_output(path: str | os.PathLike) -> Tuple[List[Scored], dict]:
 
 
 def write_score(gen_path: str | os.PathLike, out_dir: str | os.PathLike,
-                metadata: Optional[dict] = None, expected_n: Optional[int] = None) -> dict:
+                metadata: Optional[dict] = None, expected_n: Optional[int] = None,
+                split: str = "test") -> dict:
     """Score ``gen_path`` and write ``examples.tsv`` and ``score.json`` into ``out_dir``.
 
+    Args:
+        expected_n: size of the decoded split (from the level's manifest); when given, the
+            output must hold exactly the sample ids ``0 .. expected_n - 1``.
+        split: name of that split, for the error message.
+
     Raises:
-        ScoreError: ``expected_n`` is given and the output holds another number of samples
-            (nothing is written).
+        ScoreError: the output is unreadable (:func:`read_generate_output`), or it does not
+            cover the ``expected_n`` samples of the split (nothing is written).
     """
     rows, summary = score_generate_output(gen_path)
     if expected_n is not None and len(rows) != expected_n:
         raise ScoreError(
-            f"{gen_path} holds {len(rows)} samples but the split has {expected_n}. Fix: decode "
-            "the whole split (fairseq-generate --required-batch-size-multiple 1 keeps the last "
-            "sentences that the default multiple of 8 drops)")
+            f"{gen_path} holds {len(rows)} samples but the {split} split has {expected_n}. "
+            f"Fix: if you decoded another split, pass its name with --split (e.g. --split "
+            f"valid); otherwise decode the whole {split} split (fairseq-generate "
+            "--required-batch-size-multiple 1 keeps the last sentences that the default "
+            "multiple of 8 drops)")
+    if expected_n is not None and rows and rows[-1].id != expected_n - 1:
+        raise ScoreError(
+            f"{gen_path}: sample ids run up to {rows[-1].id} but the {split} split has ids "
+            f"0..{expected_n - 1}. Fix: pass the --split (and --data level) that was decoded")
     out = Path(out_dir)
     buf = io.StringIO()
     w = csv.writer(buf, delimiter="\t", lineterminator="\n")

@@ -23,7 +23,8 @@ device_args=(); [ "$DEVICE" = cpu ] && device_args=(--cpu)
 
 schedule=(); [ -n "${EPOCHS:-}" ] && schedule+=(--epochs "$EPOCHS")
 [ -n "${MAX_UPDATE:-}" ] && schedule+=(--max-update "$MAX_UPDATE")
-eval "train_args=($(fairseq-entropy train-args "$preset" --data "$data" "${schedule[@]}"))"
+line=$(fairseq-entropy train-args "$preset" --data "$data" "${schedule[@]}")
+read -ra train_args <<< "$line"
 model=$(fairseq-entropy train-args "$preset" --data "$data" --field model)
 
 mkdir -p "$run"

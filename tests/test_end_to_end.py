@@ -85,7 +85,12 @@ def test_aggregate_of_the_run(trained, tmp_path):
 def test_train_args_convert_epochs_to_updates(trained):
     data = trained / "bin" / "entropy_3.0"
     out = run(["fairseq-entropy", "train-args", "exp1_transformer_sinusoidal", "--data",
-               str(data)]).stdout.split()
+               str(data)]).stdout
+    # the README passes the line unquoted: bash word splitting must give the same arguments
+    split_by_bash = run(["bash", "-c", 'printf "%s\\n" $(cat)'], input=out).stdout.splitlines()
+    assert split_by_bash == shlex.split(out) == out.split()
+    assert split_by_bash[split_by_bash.index("--adam-betas") + 1] == "(0.9,0.98)"
+    out = out.split()
     # 320 commands / batch 32 = 10 updates per epoch x 24 epochs; warm-up 6% of 240 = 14.4
     assert out[out.index("--max-update") + 1] == "240"
     assert out[out.index("--warmup-updates") + 1] == "14"

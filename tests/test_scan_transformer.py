@@ -155,3 +155,10 @@ def test_few_updates_lower_the_loss():
         opt.step()
         losses.append(loss.item())
     assert losses[-1] < 0.5 * losses[0]
+
+
+@pytest.mark.parametrize("scheme", ["sinusoidal", "learned", "relative"])
+def test_rope_variant_without_rope_is_refused(scheme):
+    with pytest.raises(ValueError, match="applies only to --position-encoding rope"):
+        build(scheme, rope_variant="authors")
+    assert build("rope", rope_variant="authors").encoder is not None

@@ -17,12 +17,18 @@ P-2\t-0.1 -0.1 -0.1
 S-0\tjump and walk
 T-0\tJUMP WALK
 H-0\t-0.5\tWALK WALK
+D-0\t-0.5\tWALK WALK
+P-0\t-0.2 -0.2 -0.1
 S-1\tjump twice and jump
 T-1\tJUMP JUMP JUMP
 H-1\t-0.2\tJUMP JUMP JUMP
+D-1\t-0.2\tJUMP JUMP JUMP
+P-1\t-0.1 -0.1 -0.1 -0.1
 S-3\tlook after jump left
 T-3\tLTURN JUMP LOOK
 H-3\t-0.3\tLTURN JUMP LOOK
+D-3\t-0.3\tLTURN JUMP LOOK
+P-3\t-0.1 -0.1 -0.1 -0.1
 Generate test with beam=1: BLEU4 = 1.0
 """
 
@@ -72,7 +78,7 @@ def test_score_and_aggregate_cli(tmp_path):
     level.mkdir()
     (level / "manifest.json").write_text(json.dumps(
         {"experiment": "exp1", "level": "entropy_3.0", "entropy_bits": 2.9999,
-         "target_entropy_bits": 3.0}))
+         "target_entropy_bits": 3.0, "sizes": {"train": 10, "valid": 2, "test": 4}}))
     run = tmp_path / "runs" / "seed1"
     assert cli(["score", str(gen), "--out", str(run), "--data", str(level),
                 "--model", "transformer_sinusoidal", "--seed", "1"]) == 0
@@ -98,5 +104,46 @@ def test_score_refuses_output_missing_samples(tmp_path, capsys):
         {"experiment": "exp1", "level": "entropy_3.0", "entropy_bits": 3.0,
          "sizes": {"train": 10, "valid": 2, "test": 6}}))
     assert cli(["score", str(gen), "--out", str(tmp_path / "s"), "--data", str(level)]) == 2
-    assert "holds 4 samples but the split has 6" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "holds 4 samples but the test split has 6" in err and "--split valid" in err
     assert not (tmp_path / "s").exists()
+    # a decode of another split than the one named
+    assert cli(["score", str(gen), "--out", str(tmp_path / "s"), "--data", str(level),
+                "--split", "valid"]) == 2
+    assert "holds 4 samples but the valid split has 2" in capsys.readouterr().err
+    assert cli(["score", str(gen), "--out", str(tmp_path / "s"), "--data", str(level),
+                "--split", "dev"]) == 2
+    assert "has no split 'dev'; it has test, train, valid" in capsys.readouterr().err
+    assert not (tmp_path / "s").exists()
+
+
+def test_score_refuses_ids_outside_the_split(tmp_path, capsys):
+    gen = tmp_path / "gen.txt"
+    gen.write_text(GEN.replace("-3\t", "-7\t"))  # 4 samples, ids 0, 1, 2, 7
+    level = tmp_path / "level"
+    level.mkdir()
+    (level / "manifest.json").write_text(json.dumps({"sizes": {"test": 4}}))
+    assert cli(["score", str(gen), "--out", str(tmp_path / "s"), "--data", str(level)]) == 2
+    assert "sample ids run up to 7 but the test split has ids 0..3" in capsys.readouterr().err
+    assert not (tmp_path / "s").exists()
+
+
+def test_cut_off_output_is_an_error(tmp_path):
+    p = tmp_path / "gen.txt"
+    # killed in the middle of writing the last hypothesis (line 19: 1 log line, 3 x 5 sample
+    # lines, S-3, T-3): no newline at the end
+    cut = GEN[:GEN.index("H-3") + len("H-3\t-0.3\tLTURN JU")]
+    p.write_text(cut)
+    with pytest.raises(ScoreError, match=r"gen.txt:19: the last line is cut off"):
+        read_generate_output(p)
+    # killed right after a whole H- line, before its D- line
+    p.write_text(GEN[:GEN.index("D-3")])
+    with pytest.raises(ScoreError, match="sample 3 has an H- line but no D- line"):
+        read_generate_output(p)
+
+
+def test_missing_source_line_is_an_error(tmp_path):
+    p = tmp_path / "gen.txt"
+    p.write_text(GEN.replace("S-1\tjump twice and jump\n", ""))
+    with pytest.raises(ScoreError, match="sample 1 has no S- line"):
+        read_generate_output(p)

@@ -216,7 +216,17 @@ class ScanTransformerModel(FairseqEncoderDecoderModel):
 
     @classmethod
     def build_model(cls, args, task):
+        """Build the model from parsed fairseq arguments.
+
+        Raises:
+            ValueError: ``--rope-variant authors`` with a position scheme other than rope (the
+                option would otherwise be ignored without a word).
+        """
         base_architecture(args)
+        if args.position_encoding != "rope" and args.rope_variant != "standard":
+            raise ValueError(f"--rope-variant {args.rope_variant} applies only to "
+                             f"--position-encoding rope, not {args.position_encoding}. Fix: use "
+                             "--arch scan_transformer_rope (or --position-encoding rope)")
         if getattr(args, "max_source_positions", None) is None:
             args.max_source_positions = DEFAULT_MAX_POSITIONS
         if getattr(args, "max_target_positions", None) is None:
