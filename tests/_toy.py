@@ -99,3 +99,42 @@ def train_and_generate(tmp_path: Path, model_args, criterion_args, lr: float = 5
                        "--max-len-b", "60", "--batch-size", "512",
                        "--required-batch-size-multiple", "1"], cwd=tmp_path)
     return [line for line in out.splitlines() if line.startswith("H-")]
+
+
+def make_sample(d, pairs=PAIRS, left_pad_source=True):
+    """A collated fairseq batch of ``pairs`` (source, target) on dictionary ``d``."""
+    from fairseq.data import LanguagePairDataset
+
+    def enc(s):
+        return d.encode_line(s, add_if_not_exist=False, append_eos=True).long()
+
+    src = [enc(s) for s, _ in pairs]
+    tgt = [enc(t) for _, t in pairs]
+    ds = LanguagePairDataset(src, [len(x) for x in src], d, tgt, [len(x) for x in tgt], d,
+                             left_pad_source=left_pad_source)
+    return ds.collater([ds[i] for i in range(len(pairs))])
+
+
+def greedy(model, src_tokens, src_lengths, steps, eos, incremental=True, forbid=()):
+    """Greedy tokens and per-step logits, step by step (incremental) or by full re-runs.
+
+    ``forbid``: (step, token) pairs never chosen, to mimic fairseq's generator rules.
+    Returns (tokens ``(batch, steps)``, logits ``(batch, steps, vocab)``)."""
+    import torch
+
+    enc = model.encoder(src_tokens, src_lengths=src_lengths)
+    tokens = torch.full((src_tokens.size(0), 1), eos, dtype=torch.long)
+    state = {}
+    logits = []
+    for _ in range(steps):
+        if incremental:
+            out, _ = model.decoder(tokens, encoder_out=enc, incremental_state=state)
+        else:
+            out, _ = model.decoder(tokens, encoder_out=enc)
+        logits.append(out[:, -1])
+        choice = out[:, -1].clone()
+        for step, tok in forbid:
+            if step is None or step == tokens.size(1) - 1:
+                choice[:, tok] = float("-inf")
+        tokens = torch.cat([tokens, choice.argmax(-1, keepdim=True)], dim=1)
+    return tokens[:, 1:], torch.stack(logits, dim=1)

@@ -5,13 +5,13 @@ import argparse
 
 import pytest
 import torch
-from fairseq.data import LanguagePairDataset
 from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
 
 import fairseq_entropy.models.cnn_presets  # noqa: F401  (registers the presets)
 
 from _toy import (PAIRS, FakeTask,  # noqa: E402
-                  losses_before_and_after, make_dictionary, train_and_generate)
+                  greedy, losses_before_and_after, make_dictionary, make_sample,
+                  train_and_generate)
 
 PRESETS = ["fconv_scan_exp1", "fconv_scan_exp2"]
 
@@ -22,31 +22,6 @@ def build(arch="fconv_scan_exp1", **overrides):
     ARCH_CONFIG_REGISTRY[arch](args)
     torch.manual_seed(0)
     return ARCH_MODEL_REGISTRY[arch].build_model(args, FakeTask(d)), d, args
-
-
-def make_sample(d, pairs=PAIRS):
-    def enc(s):
-        return d.encode_line(s, add_if_not_exist=False, append_eos=True).long()
-
-    src = [enc(s) for s, _ in pairs]
-    tgt = [enc(t) for _, t in pairs]
-    ds = LanguagePairDataset(src, [len(x) for x in src], d, tgt, [len(x) for x in tgt], d)
-    return ds.collater([ds[i] for i in range(len(pairs))])
-
-
-def greedy(model, src_tokens, src_lengths, steps, eos, incremental=True):
-    enc = model.encoder(src_tokens, src_lengths=src_lengths)
-    tokens = torch.full((src_tokens.size(0), 1), eos, dtype=torch.long)
-    state = {}
-    logits = []
-    for _ in range(steps):
-        if incremental:
-            out, _ = model.decoder(tokens, encoder_out=enc, incremental_state=state)
-        else:
-            out, _ = model.decoder(tokens, encoder_out=enc)
-        logits.append(out[:, -1])
-        tokens = torch.cat([tokens, out[:, -1].argmax(-1, keepdim=True)], dim=1)
-    return tokens[:, 1:], torch.stack(logits, dim=1)
 
 
 @pytest.mark.parametrize("arch", PRESETS)

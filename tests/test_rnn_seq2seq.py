@@ -5,7 +5,6 @@ import argparse
 
 import pytest
 import torch
-from fairseq.data import LanguagePairDataset
 from fairseq.models import ARCH_MODEL_REGISTRY, ARCH_CONFIG_REGISTRY
 from fairseq.sequence_generator import SequenceGenerator
 
@@ -13,7 +12,8 @@ import fairseq_entropy  # noqa: F401  (registers the archs)
 from fairseq_entropy.models.rnn_seq2seq import RNNSeq2SeqModel, rotate_padding
 
 from _toy import (PAIRS, FakeTask,  # noqa: E402
-                  losses_before_and_after, make_dictionary, train_and_generate)
+                  greedy, losses_before_and_after, make_dictionary, make_sample,
+                  train_and_generate)
 
 
 def build(arch="rnn_seq2seq", **overrides):
@@ -22,39 +22,6 @@ def build(arch="rnn_seq2seq", **overrides):
     ARCH_CONFIG_REGISTRY[arch](args)
     torch.manual_seed(0)
     return ARCH_MODEL_REGISTRY[arch].build_model(args, FakeTask(d)), d
-
-
-def make_sample(d, pairs=PAIRS, left_pad_source=True):
-    def enc(s):
-        return d.encode_line(s, add_if_not_exist=False, append_eos=True).long()
-
-    src = [enc(s) for s, _ in pairs]
-    tgt = [enc(t) for _, t in pairs]
-    ds = LanguagePairDataset(src, [len(x) for x in src], d, tgt, [len(x) for x in tgt], d,
-                             left_pad_source=left_pad_source)
-    return ds.collater([ds[i] for i in range(len(pairs))])
-
-
-def greedy(model, src_tokens, src_lengths, steps, eos, incremental=True, forbid=()):
-    """Greedy tokens and per-step logits, step by step (incremental) or by full re-runs.
-
-    ``forbid``: (step, token) pairs never chosen, to mimic fairseq's generator rules."""
-    enc = model.encoder(src_tokens, src_lengths=src_lengths)
-    tokens = torch.full((src_tokens.size(0), 1), eos, dtype=torch.long)
-    state = {}
-    logits = []
-    for _ in range(steps):
-        if incremental:
-            out, _ = model.decoder(tokens, encoder_out=enc, incremental_state=state)
-        else:
-            out, _ = model.decoder(tokens, encoder_out=enc)
-        logits.append(out[:, -1])
-        choice = out[:, -1].clone()
-        for step, tok in forbid:
-            if step is None or step == tokens.size(1) - 1:
-                choice[:, tok] = float("-inf")
-        tokens = torch.cat([tokens, choice.argmax(-1, keepdim=True)], dim=1)
-    return tokens[:, 1:], torch.stack(logits, dim=1)
 
 
 @pytest.mark.parametrize("cell", ["rnn", "gru", "lstm"])
