@@ -57,28 +57,24 @@ def read_generate_output(path: str | os.PathLike) -> Dict[int, Dict[str, str]]:
     """
     samples: Dict[int, Dict[str, str]] = defaultdict(dict)
     detokenized = set()  # ids with a D- line (fairseq-generate prints one after every H-)
-    lineno, line = 0, ""
     with open(path, encoding="utf-8") as f:
         for lineno, line in enumerate(f, 1):
-            if not line.endswith("\n") and line[:2] in ("S-", "T-", "H-", "D-", "P-"):
+            if line[:2] not in ("S-", "T-", "H-", "D-", "P-"):
+                continue
+            if not line.endswith("\n"):
                 raise ScoreError(f"{path}:{lineno}: the last line is cut off (no newline at the "
                                  "end): the decode was interrupted while writing. Fix: run "
                                  "fairseq-generate again and keep its whole output")
-            line = line.rstrip("\n")
-            if line.startswith("D-"):
-                try:
-                    detokenized.add(int(line[2:].partition("\t")[0]))
-                except ValueError:
-                    pass
-                continue
-            if len(line) < 3 or line[1] != "-" or line[0] not in "STH":
-                continue
-            tag, _, rest = line.partition("\t")
+            tag, _, rest = line.rstrip("\n").partition("\t")
             try:
                 sid = int(tag[2:])
             except ValueError:
                 continue
             kind = tag[0]
+            if kind == "D":
+                detokenized.add(sid)
+            if kind not in "STH":
+                continue
             if kind == "H":
                 parts = rest.split("\t", 1)
                 text = parts[1] if len(parts) == 2 else ""

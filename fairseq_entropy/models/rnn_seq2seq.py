@@ -347,37 +347,33 @@ def base_architecture(args):
     args.dropout = 0.1 if dropout is None else dropout
 
 
+def _paper_rnn(args, cell: str, encoder_layers: int, encoder_hidden_size: int) -> None:
+    """Defaults of one of the paper's RNN configurations; options given on the command line win."""
+    args.cell = getattr(args, "cell", None) or cell
+    args.encoder_layers = getattr(args, "encoder_layers", None) or encoder_layers
+    args.encoder_hidden_size = getattr(args, "encoder_hidden_size", None) or encoder_hidden_size
+    base_architecture(args)
+
+
 @register_model_architecture("rnn_seq2seq", "rnn_seq2seq_exp1_rnn_h64")
 def rnn_seq2seq_exp1_rnn_h64(args):
     """Experiment 1: plain RNN, 2 bidirectional encoder layers, hidden 64 (decoder 128)."""
-    args.cell = getattr(args, "cell", None) or "rnn"
-    args.encoder_layers = getattr(args, "encoder_layers", None) or 2
-    args.encoder_hidden_size = getattr(args, "encoder_hidden_size", None) or 64
-    base_architecture(args)
+    _paper_rnn(args, "rnn", 2, 64)
 
 
 @register_model_architecture("rnn_seq2seq", "rnn_seq2seq_exp1_rnn_h128")
 def rnn_seq2seq_exp1_rnn_h128(args):
     """Experiment 1: plain RNN, 2 bidirectional encoder layers, hidden 128 (decoder 256)."""
-    args.cell = getattr(args, "cell", None) or "rnn"
-    args.encoder_layers = getattr(args, "encoder_layers", None) or 2
-    args.encoder_hidden_size = getattr(args, "encoder_hidden_size", None) or 128
-    base_architecture(args)
+    _paper_rnn(args, "rnn", 2, 128)
 
 
 @register_model_architecture("rnn_seq2seq", "rnn_seq2seq_exp2_gru_l2_h64")
 def rnn_seq2seq_exp2_gru_l2_h64(args):
     """Experiment 2: GRU, 2 bidirectional encoder layers, hidden 64 (decoder 128)."""
-    args.cell = getattr(args, "cell", None) or "gru"
-    args.encoder_layers = getattr(args, "encoder_layers", None) or 2
-    args.encoder_hidden_size = getattr(args, "encoder_hidden_size", None) or 64
-    base_architecture(args)
+    _paper_rnn(args, "gru", 2, 64)
 
 
 @register_model_architecture("rnn_seq2seq", "rnn_seq2seq_exp2_rnn_l1_h64")
 def rnn_seq2seq_exp2_rnn_l1_h64(args):
     """Experiment 2: plain RNN, 1 bidirectional encoder layer, hidden 64 (decoder 128)."""
-    args.cell = getattr(args, "cell", None) or "rnn"
-    args.encoder_layers = getattr(args, "encoder_layers", None) or 1
-    args.encoder_hidden_size = getattr(args, "encoder_hidden_size", None) or 64
-    base_architecture(args)
+    _paper_rnn(args, "rnn", 1, 64)
