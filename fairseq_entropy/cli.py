@@ -52,8 +52,8 @@ def _verbs(text: str) -> List[str]:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
-    from .builders import AUTHORS_SUPPORT_ORDER
-    from .grammar import PAPER_VERBS
+    from .scan.builders import AUTHORS_SUPPORT_ORDER
+    from .scan.grammar import PAPER_VERBS
 
     p = argparse.ArgumentParser(prog="fairseq-entropy", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -126,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _guess_grammar(examples):
-    from .grammar import Grammar
+    from .scan.grammar import Grammar
 
     words = {w for e in examples for w in e.command.split()}
     return Grammar.scan() if "turn" in words or any(
@@ -134,9 +134,9 @@ def _guess_grammar(examples):
 
 
 def cmd_build(args) -> None:
-    """``build exp1|exp2|scan``: generate data (see :mod:`fairseq_entropy.builders`)."""
-    from .builders import build_exp1, build_exp2, write_build, write_scan_language
-    from .grammar import Grammar
+    """``build exp1|exp2|scan``: generate data (see :mod:`fairseq_entropy.scan.builders`)."""
+    from .scan.builders import build_exp1, build_exp2, write_build, write_scan_language
+    from .scan.grammar import Grammar
 
     if args.experiment == "scan":
         if Path(args.out).is_dir():
@@ -168,9 +168,9 @@ def cmd_build(args) -> None:
 
 def cmd_measure(args) -> None:
     """``measure``: verb counts and entropy of each slot, and unseen (verb, slot) pairs."""
-    from .datafiles import read_any
-    from .entropy import SLOTS, SlotStatistics, unseen_pairs
-    from .grammar import Grammar
+    from .scan.datafiles import read_any
+    from .scan.entropy import SLOTS, SlotStatistics, unseen_pairs
+    from .scan.grammar import Grammar
 
     def load(path):
         ex = read_any(path)
@@ -202,8 +202,8 @@ def cmd_measure(args) -> None:
 
 def cmd_binarize(args) -> None:
     """``binarize``: a build directory or SCAN files into fairseq binary data."""
-    from .binarize import binarize_build, binarize_scan_files
-    from .grammar import Grammar
+    from .scan.binarize import binarize_build, binarize_scan_files
+    from .scan.grammar import Grammar
 
     if args.build_dir and (args.train or args.valid or args.test):
         raise ValueError("pass either a build directory or --train/--valid/--test, not both")
@@ -220,7 +220,7 @@ def cmd_binarize(args) -> None:
 
 def cmd_score(args) -> None:
     """``score``: exact-match accuracy of one fairseq-generate output."""
-    from .scoring import write_score
+    from .analysis.scoring import write_score
 
     meta = {"model": args.model, "seed": args.seed, "checkpoint": args.checkpoint,
             "split": args.split}
@@ -247,7 +247,7 @@ def cmd_score(args) -> None:
 
 def cmd_aggregate(args) -> None:
     """``aggregate``: results.tsv, summary.tsv and the plot from score.json files."""
-    from .scoring import aggregate
+    from .analysis.scoring import aggregate
 
     res = aggregate(args.roots, args.out)
     print(res["table"], end="")
@@ -259,7 +259,7 @@ def cmd_aggregate(args) -> None:
 
 def cmd_train_args(args) -> None:
     """``train-args``: print the fairseq-train arguments of a preset."""
-    from .presets import PresetError, load_presets, train_args
+    from .experiments.presets import PresetError, load_presets, train_args
 
     presets = load_presets(args.presets)
     if args.preset not in presets:

@@ -27,7 +27,7 @@ fi
 
 # 2. train + decode + score each level
 names=$(python -c "import sys
-from fairseq_entropy.builders import level_name
+from fairseq_entropy.scan.builders import level_name
 print(' '.join(level_name('exp1', float(x)) for x in sys.argv[1].split(',')))" "$levels" 2>/dev/null)
 # CPU: one level per core, one thread each (a small model gains little from a second thread)
 if [ "$device" = cpu ]; then jobs=${JOBS:-$(nproc)}; threads=1; else jobs=${JOBS:-1}; threads=${OMP_NUM_THREADS:-}; fi

@@ -1,8 +1,8 @@
 import pytest
 
-from fairseq_entropy.binarize import BinarizeError, check_vocabulary, dictionary_words
+from fairseq_entropy.scan.binarize import BinarizeError, check_vocabulary, dictionary_words
 from fairseq_entropy.cli import main as cli
-from fairseq_entropy.grammar import Grammar
+from fairseq_entropy.scan.grammar import Grammar
 
 
 def test_dictionary_has_every_word_once():

@@ -5,10 +5,10 @@ from collections import Counter
 
 import pytest
 
-from fairseq_entropy.builders import BuildError, build_exp1, build_exp2, mixing_counts
+from fairseq_entropy.scan.builders import BuildError, build_exp1, build_exp2, mixing_counts
 from fairseq_entropy.cli import main as cli
-from fairseq_entropy.entropy import entropy_bits
-from fairseq_entropy.grammar import Grammar
+from fairseq_entropy.scan.entropy import entropy_bits
+from fairseq_entropy.scan.grammar import Grammar
 
 G = Grammar.paper()
 LEVELS = (0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0)

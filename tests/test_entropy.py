@@ -1,7 +1,7 @@
 import pytest
 
-from fairseq_entropy.entropy import SlotStatistics, entropy_bits, unseen_pairs
-from fairseq_entropy.grammar import Grammar
+from fairseq_entropy.scan.entropy import SlotStatistics, entropy_bits, unseen_pairs
+from fairseq_entropy.scan.grammar import Grammar
 
 
 @pytest.mark.parametrize("counts,expected", [

@@ -1,6 +1,6 @@
 import pytest
 
-from fairseq_entropy.grammar import Grammar, GrammarError
+from fairseq_entropy.scan.grammar import Grammar, GrammarError
 
 
 def read_scan(path):

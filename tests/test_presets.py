@@ -1,6 +1,6 @@
 import pytest
 
-from fairseq_entropy.presets import (PresetError, check_word_split_safe, eval_epochs,
+from fairseq_entropy.experiments.presets import (PresetError, check_word_split_safe, eval_epochs,
                                      load_presets)
 
 

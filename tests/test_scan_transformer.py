@@ -6,8 +6,8 @@ import torch
 from fairseq.data import Dictionary
 
 import fairseq_entropy  # noqa: F401  (registers the model)
-from fairseq_entropy.binarize import dictionary_words
-from fairseq_entropy.grammar import Grammar
+from fairseq_entropy.scan.binarize import dictionary_words
+from fairseq_entropy.scan.grammar import Grammar
 from fairseq_entropy.models.scan_transformer import ScanTransformerModel
 from fairseq_entropy.modules.positions import (RotaryPositions, relative_bucket,
                                                sinusoidal_table, token_positions)

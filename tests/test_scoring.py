@@ -4,7 +4,7 @@ import json
 import pytest
 
 from fairseq_entropy.cli import main as cli
-from fairseq_entropy.scoring import (ScoreError, read_generate_output, score_generate_output,
+from fairseq_entropy.analysis.scoring import (ScoreError, read_generate_output, score_generate_output,
                                      spearman, summarize)
 
 GEN = """\

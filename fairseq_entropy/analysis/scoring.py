@@ -21,8 +21,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
-from .datafiles import atomic_write_text
-from .grammar import CONJUNCTIONS
+from ..scan.datafiles import atomic_write_text
+from ..scan.grammar import CONJUNCTIONS
 
 RESULT_COLUMNS = ("experiment", "model", "seed", "level", "entropy_bits", "accuracy", "checkpoint")
 

@@ -1,6 +1,6 @@
 """Reading and writing SCAN-style data: ``IN: ... OUT: ...`` files and ``.in``/``.out`` pairs.
 
-Every reader validates each line against a :class:`~fairseq_entropy.grammar.Grammar` and raises
+Every reader validates each line against a :class:`~fairseq_entropy.scan.grammar.Grammar` and raises
 :class:`DataFormatError` naming the file, the line number and the fix.  Writers go through a
 temporary file that is renamed into place, so an interrupted write leaves nothing half-written.
 """

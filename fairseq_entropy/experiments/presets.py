@@ -31,7 +31,7 @@ class PresetError(ValueError):
 
 def default_presets_path() -> Optional[Path]:
     """``recipes/presets.json`` of the source tree this package was installed from."""
-    p = Path(__file__).resolve().parents[1] / "recipes" / "presets.json"
+    p = Path(__file__).resolve().parents[2] / "recipes" / "presets.json"
     return p if p.exists() else None
 
 
@@ -70,7 +70,7 @@ def train_size(data_dir: str | os.PathLike) -> int:
     """Number of training examples of a binarized level (from its fairseq index file)."""
     from fairseq.data import data_utils
 
-    from .binarize import SOURCE_LANG, TARGET_LANG
+    from ..scan.binarize import SOURCE_LANG, TARGET_LANG
 
     prefix = os.path.join(str(data_dir), f"train.{SOURCE_LANG}-{TARGET_LANG}.{SOURCE_LANG}")
     ds = data_utils.load_indexed_dataset(prefix, None)

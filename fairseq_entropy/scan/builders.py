@@ -27,7 +27,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import __version__
+from .. import __version__
 from .datafiles import Example, atomic_directory, write_pair, write_scan_file
 from .entropy import SlotStatistics, entropy_bits
 from .grammar import CONJUNCTIONS, Command, Grammar, two_clause

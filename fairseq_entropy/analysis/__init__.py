@@ -1,0 +1,1 @@
+"""What happens to finished runs: scoring of fairseq-generate output, tables and plots."""

@@ -1,0 +1,1 @@
+"""How runs are specified and executed: presets (and, beside them, grids and sweeps)."""

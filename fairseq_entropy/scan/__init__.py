@@ -1,0 +1,1 @@
+"""The SCAN-family language and its data sets: grammar, slot entropy, builders, files, binarization."""
