@@ -96,3 +96,132 @@ class SlotStatistics:
 def unseen_pairs(train: SlotStatistics, test: SlotStatistics) -> List[Tuple[str, str]]:
     """(verb, slot) pairs present in ``test`` and absent from ``train``, sorted."""
     return sorted(test.pairs() - train.pairs(), key=lambda p: (SLOTS.index(p[1]), p[0]))
+
+
+# ---------------------------------------------------------------- any component class
+COMPONENT_VALUES: Dict[str, Tuple[str, ...]] = {
+    "direction": ("left", "right", "none"),
+    "modifier": ("around", "opposite", "none"),
+    "repetition": ("twice", "thrice", "none"),
+    "conjunction": ("and", "after", "none"),
+}
+"""Values of the non-verb component classes of the SCAN family; ``none`` = the word is absent."""
+
+COMPONENT_CLASSES: Tuple[str, ...] = ("verb",) + tuple(COMPONENT_VALUES)
+SLOT_ORDERS: Dict[str, Tuple[str, ...]] = {
+    "execution": SLOTS,                                # clause executed first / second
+    "surface": ("surface_first", "surface_second"),    # clause written first / second
+}
+COMMAND_SLOT = "command"
+"""The one slot of the ``conjunction`` class: a command has at most one conjunction."""
+
+
+def clause_component(clause, component: str) -> str:
+    """The value of ``component`` (a class of :data:`COMPONENT_CLASSES` other than
+    ``conjunction``) in one clause; ``"none"`` where the clause has no such word.
+
+    Raises:
+        ValueError: an unknown class.
+    """
+    if component == "verb":
+        return clause.verb
+    if component in ("direction", "modifier", "repetition"):
+        return getattr(clause, component) or "none"
+    raise ValueError(f"unknown clause component {component!r}; expected one of "
+                     f"verb, direction, modifier, repetition")
+
+
+def component_slot_counts(commands: Iterable[Command], component: str,
+                          order: str = "execution") -> Dict[str, Counter]:
+    """Counts of ``component``'s values in each slot of ``commands``.
+
+    Args:
+        commands: parsed commands.  One-clause commands count towards the first slot only,
+            as in :func:`slot_verb_counts`.
+        component: a class of :data:`COMPONENT_CLASSES`.  ``conjunction`` has the single slot
+            ``"command"`` (``none`` for one-clause commands).
+        order: ``"execution"`` (slots ``first``/``second``, the paper's convention) or
+            ``"surface"`` (``surface_first``/``surface_second``: the clause written first/second).
+
+    Returns:
+        ``{slot: Counter(value -> n)}``.
+
+    Raises:
+        ValueError: an unknown class or slot order.
+    """
+    if component not in COMPONENT_CLASSES:
+        raise ValueError(f"unknown component class {component!r}; expected one of "
+                         f"{', '.join(COMPONENT_CLASSES)}")
+    if order not in SLOT_ORDERS:
+        raise ValueError(f"unknown slot order {order!r}; expected 'execution' or 'surface'")
+    if component == "conjunction":
+        counts = {COMMAND_SLOT: Counter()}
+        for cmd in commands:
+            counts[COMMAND_SLOT][cmd.conjunction or "none"] += 1
+        return counts
+    one, two = SLOT_ORDERS[order]
+    counts = {one: Counter(), two: Counter()}
+    for cmd in commands:
+        a, b = (cmd.first, cmd.second) if order == "execution" else (cmd.left, cmd.right)
+        counts[one][clause_component(a, component)] += 1
+        if b is not None:
+            counts[two][clause_component(b, component)] += 1
+    return counts
+
+
+def component_values(component: str, verbs: Sequence[str]) -> Tuple[str, ...]:
+    """The values of ``component`` in a fixed order (``verbs`` for the verb class)."""
+    return tuple(verbs) if component == "verb" else COMPONENT_VALUES[component]
+
+
+@dataclass
+class ComponentStatistics:
+    """Counts and entropy (bits) of every (component class, slot) of a data set.
+
+    ``counts[component][slot][value]`` and ``entropy[component][slot]`` (``None`` for an empty
+    slot); the entropy is Eq. 1 of Wold et al. (arXiv 2505.13089) applied to any class.
+    """
+
+    counts: Dict[str, Dict[str, Dict[str, int]]]
+    entropy: Dict[str, Dict[str, Optional[float]]]
+    n_commands: int
+    order: str
+
+    @classmethod
+    def of(cls, commands: Sequence[Command], verbs: Sequence[str],
+           components: Sequence[str] = COMPONENT_CLASSES,
+           order: str = "execution") -> "ComponentStatistics":
+        """Statistics of ``commands`` for ``components`` with slots in ``order``."""
+        counts: Dict[str, Dict[str, Dict[str, int]]] = {}
+        entropy: Dict[str, Dict[str, Optional[float]]] = {}
+        for component in components:
+            raw = component_slot_counts(commands, component, order)
+            counts[component], entropy[component] = {}, {}
+            for slot, counter in raw.items():
+                ordered = {v: counter.get(v, 0) for v in component_values(component, verbs)}
+                for v, n in counter.items():  # e.g. "turn" in original SCAN
+                    ordered.setdefault(v, n)
+                counts[component][slot] = ordered
+                entropy[component][slot] = entropy_bits(ordered) if sum(ordered.values()) \
+                    else None
+        return cls(counts, entropy, len(commands), order)
+
+    def pairs(self) -> Set[Tuple[str, str, str]]:
+        """The (component class, value, slot) triples that occur at least once."""
+        return {(c, v, s) for c, slots in self.counts.items() for s, vals in slots.items()
+                for v, n in vals.items() if n}
+
+    def as_dict(self) -> dict:
+        """JSON-ready form: per class and slot, ``entropy_bits`` and ``counts``."""
+        return {"n_commands": self.n_commands, "slot_order": self.order,
+                "components": {c: {s: {"entropy_bits": (None if self.entropy[c][s] is None
+                                                        else round(self.entropy[c][s], 6)),
+                                       "counts": self.counts[c][s]}
+                                   for s in self.counts[c]}
+                               for c in self.counts}}
+
+
+def unseen_component_pairs(train: ComponentStatistics,
+                           test: ComponentStatistics) -> List[Tuple[str, str, str]]:
+    """(component class, value, slot) triples present in ``test`` and absent from ``train``."""
+    return sorted(test.pairs() - train.pairs())
