@@ -1,4 +1,4 @@
-"""Benchmark the plugin's presets on this machine (issue 3): size, training and decoding speed.
+"""Benchmark the plugin's presets on this machine: size, training and decoding speed.
 
 For each preset of ``recipes/presets.json`` whose ``--arch`` is registered, prints
 
@@ -52,9 +52,9 @@ def build_exp1_level(root: Path) -> Path:
     return levels[0]
 
 
-def measure_training(preset_name: str, data: Path, seconds: float, save_to: Path):
-    """Build model, criterion and trainer from the preset's fairseq-train arguments and time
-    ``train_step``; save a checkpoint for decoding.  Returns (params, updates/s)."""
+def build_trainer(preset_name: str, data: Path, extra_args=()):
+    """Build task, model, criterion and fairseq ``Trainer`` from the preset's fairseq-train
+    arguments (plus ``extra_args``); returns (trainer, endless batch iterator, parameters)."""
     from fairseq import options, tasks
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
     from fairseq.trainer import Trainer
@@ -66,7 +66,7 @@ def measure_training(preset_name: str, data: Path, seconds: float, save_to: Path
     parser = options.get_training_parser()
     ns = options.parse_args_and_arch(parser, [str(data), "--user-dir", str(USER_DIR), *args,
                                               "--cpu", "--num-workers", "0", "--seed", "1",
-                                              "--max-update", "1000000"])
+                                              "--max-update", "1000000", *extra_args])
     cfg = convert_namespace_to_omegaconf(ns)
     task = tasks.setup_task(cfg.task)
     task.load_dataset("train", combine=False, epoch=1)
@@ -82,7 +82,13 @@ def measure_training(preset_name: str, data: Path, seconds: float, save_to: Path
             yield from epoch_itr.next_epoch_itr(shuffle=True)
             epoch += 1
 
-    batches = endless_batches()
+    return trainer, endless_batches(), params
+
+
+def measure_training(preset_name: str, data: Path, seconds: float, save_to: Path):
+    """Time ``Trainer.train_step`` for the preset and save a checkpoint for decoding.
+    Returns (params, updates/s)."""
+    trainer, batches, params = build_trainer(preset_name, data)
     for _ in range(3):  # warm-up
         trainer.train_step([next(batches)])
     n, start = 0, time.perf_counter()
