@@ -8,5 +8,20 @@ fairseq and allow-lists the globals of fairseq checkpoints for ``torch.load(weig
 
 __version__ = "0.1.0"
 
+import logging as _logging
+
+
+class _DropTensorboardXNotice(_logging.Filter):
+    """Drops fairseq's "Please install tensorboardX" notice, which its speech tasks log on
+    import although only their own tensorboard logging needs tensorboardX."""
+
+    def filter(self, record: _logging.LogRecord) -> bool:
+        return "tensorboardX" not in record.getMessage()
+
+
+# installed before fairseq is first imported below (fairseq-train imports fairseq itself
+# before --user-dir, so there the notice is already in its log)
+_logging.getLogger("fairseq.tasks.text_to_speech").addFilter(_DropTensorboardXNotice())
+
 from . import checkpoint  # noqa: F401,E402  (allow-list checkpoint globals first)
 from . import criterions, models, tasks  # noqa: F401,E402

@@ -6,7 +6,7 @@ width is twice the encoder's hidden size, so the decoder starts from the concate
 forward and backward states of the encoder's top layer.  The decoder attends over the encoder
 outputs with additive (Bahdanau) attention computed from its previous state.
 
-Training regime of the authors (recorded in ``recipes/presets.json``): one example per update,
+Training regime of the authors (recorded in ``fairseq_entropy/experiments/presets.json``): one example per update,
 a constant learning rate of 1e-4, no gradient clipping, no teacher forcing (the decoder consumes
 its own greedy predictions and the loss stops at the first predicted end-of-sentence; see the
 ``teacher_forcing_cross_entropy`` criterion).  The authors used two AdamW optimisers, one for the
