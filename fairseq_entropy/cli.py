@@ -52,6 +52,13 @@ def _verbs(text: str) -> List[str]:
     return [v.strip() for v in text.split(",") if v.strip()]
 
 
+def _progress(items, desc: str, unit: str):
+    """``items`` wrapped in a tqdm bar on stderr, shown only when stderr is a terminal."""
+    from tqdm import tqdm
+
+    return tqdm(items, desc=desc, unit=unit, disable=None, leave=False, file=sys.stderr)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     from .scan.builders import AUTHORS_SUPPORT_ORDER
@@ -152,14 +159,18 @@ def cmd_build(args) -> None:
         return
     grammar = Grammar.paper(args.verbs)
     if args.experiment == "exp1":
-        levels = build_exp1(grammar, args.levels, args.n, args.restricted_verb, args.seed,
-                            args.valid_fraction)
+        # one call per level (each level has its own seeded generator, so the data are the
+        # same as from one call with every level)
+        levels = [lv for target in _progress(args.levels, "build exp1", "level")
+                  for lv in build_exp1(grammar, [target], args.n, args.restricted_verb,
+                                       args.seed, args.valid_fraction)]
         params = {"builder": "exp1-mixing", "seed": args.seed, "n_train": args.n,
                   "restricted_verb": args.restricted_verb,
                   "valid_fraction": args.valid_fraction}
     else:
-        levels = build_exp2(grammar, args.support, args.restricted_verb, args.seed,
-                            args.support_order, args.valid_fraction)
+        levels = [lv for k in _progress(args.support, "build exp2", "level")
+                  for lv in build_exp2(grammar, [k], args.restricted_verb, args.seed,
+                                       args.support_order, args.valid_fraction)]
         params = {"builder": "exp2-support", "seed": args.seed,
                   "restricted_verb": args.restricted_verb, "support_order": args.support_order,
                   "valid_fraction": args.valid_fraction}
@@ -208,14 +219,19 @@ def cmd_measure(args) -> None:
 
 def cmd_binarize(args) -> None:
     """``binarize``: a build directory or SCAN files into fairseq binary data."""
-    from .scan.binarize import binarize_build, binarize_scan_files
+    from .scan.binarize import binarize_build, binarize_scan_files, level_dirs
     from .scan.grammar import Grammar
 
     if args.build_dir and (args.train or args.valid or args.test):
         raise ValueError("pass either a build directory or --train/--valid/--test, not both")
     if args.build_dir:
         g = Grammar.by_name(args.grammar) if args.grammar else None
-        outs = binarize_build(args.build_dir, args.out, g, args.workers)
+        dirs = level_dirs(args.build_dir)
+        if dirs == [Path(args.build_dir)]:
+            outs = binarize_build(args.build_dir, args.out, g, args.workers)
+        else:  # level by level, for the progress bar
+            outs = [o for d in _progress(dirs, "binarize", "level")
+                    for o in binarize_build(d, Path(args.out) / d.name, g, args.workers)]
     else:
         g = Grammar.by_name(args.grammar or "scan")
         outs = [binarize_scan_files(args.out, g, args.train, args.valid, args.test,

@@ -1,6 +1,7 @@
 """A plain (non-editable) install works outside the checkout: presets and recipes are package
 data, and the CLI prints no library noise."""
 
+import io
 import os
 import shutil
 import subprocess
@@ -70,3 +71,30 @@ def test_recipes_dir_points_into_the_install(installed):
     assert Path(out) == tmp / "target" / "fairseq_entropy" / "recipes"
     assert (Path(out) / "train_level.sh").read_text() == \
         (REPO / "recipes" / "train_level.sh").read_text()
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_build_shows_a_progress_bar_on_a_terminal_only(tmp_path, monkeypatch, capsys):
+    from fairseq_entropy.cli import main
+
+    monkeypatch.setattr(sys, "stderr", _Terminal())
+    assert main(["build", "exp1", "--out", str(tmp_path / "a"), "--levels", "2,3",
+                 "--n", "320"]) == 0
+    assert "build exp1: 100%" in sys.stderr.getvalue() and "2/2" in sys.stderr.getvalue()
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    assert main(["build", "exp1", "--out", str(tmp_path / "b"), "--levels", "2,3",
+                 "--n", "320"]) == 0
+    assert sys.stderr.getvalue() == ""
+    # level by level gives the data of one builder call with every level
+    from fairseq_entropy.scan.builders import build_exp1
+    from fairseq_entropy.scan.grammar import Grammar
+
+    together = build_exp1(Grammar.paper(), [2, 3], 320, "jump", 1, 0.05)
+    for level in together:
+        for split in ("train", "valid"):
+            lines = (tmp_path / "a" / level.name / f"{split}.in").read_text().splitlines()
+            assert lines == [str(c) for c in level.splits[split]], (level.name, split)
