@@ -11,7 +11,7 @@ G-convolution of ``[embedding; context]``, G-recurrent layers, equivariant outpu
 orbit-tied biases.  So ``log p(g . z | g . x, g . y_<t) = log p(z | x, y_<t)`` for every g.
 
 Architectures: ``equivariant_seq2seq`` (dataclass defaults), ``equivariant_seq2seq_small`` (the
-CPU runs of issue 4) and ``equivariant_seq2seq_gordon`` (close to Gordon et al.'s command).  The
+CPU-sized configuration of the presets) and ``equivariant_seq2seq_gordon`` (close to Gordon et al.'s command).  The
 group comes from the shared dictionary unless ``--equivariant-words`` /
 ``--equivariant-actions`` name it (see :func:`~fairseq_entropy.modules.equivariant.verb_orbits`).
 """
