@@ -21,7 +21,6 @@ directory with the ``fairseq-entropy`` CLI.
 """
 
 import argparse
-import json
 import os
 import re
 import shlex

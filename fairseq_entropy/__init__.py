@@ -1,4 +1,5 @@
-"""fairseq-entropy: a fairseq ``--user-dir`` plugin for entropy-controlled systematic generalization.
+"""fairseq-entropy: a fairseq ``--user-dir`` plugin for entropy-controlled systematic
+generalization.
 
 Implements the data, models and scoring of Wold, Charpentier and Simon, *Systematic
 Generalization in Language Models Scales with Information Entropy* (ACL Findings 2025,

@@ -7,13 +7,13 @@ forward and backward states of the encoder's top layer.  The decoder attends ove
 outputs with additive (Bahdanau) attention computed from its previous state.
 
 Training regime of the authors (recorded in ``fairseq_entropy/experiments/presets.json``): one
-example per update, a constant learning rate of 1e-4, no gradient clipping, no teacher forcing (the decoder consumes
-its own greedy predictions and the loss stops at the first predicted end-of-sentence; see the
-``teacher_forcing_cross_entropy`` criterion).  The authors used two AdamW optimisers, one for the
-encoder and one for the decoder, at the same learning rate and hyper-parameters.  AdamW's update
-is element-wise, so two instances with identical hyper-parameters stepping together are exactly
-one AdamW over all parameters: the recipes use fairseq's single ``--optimizer adam`` (fairseq's
-Adam is AdamW: decoupled weight decay).
+example per update, a constant learning rate of 1e-4, no gradient clipping, no teacher forcing (the
+decoder consumes its own greedy predictions and the loss stops at the first predicted
+end-of-sentence; see the ``teacher_forcing_cross_entropy`` criterion). The authors used two AdamW
+optimisers, one for the encoder and one for the decoder, at the same learning rate and
+hyper-parameters. AdamW's update is element-wise, so two instances with identical hyper-parameters
+stepping together are exactly one AdamW over all parameters: the recipes use fairseq's single
+``--optimizer adam`` (fairseq's Adam is AdamW: decoupled weight decay).
 
 Architectures registered here (``--arch``):
 
