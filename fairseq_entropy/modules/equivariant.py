@@ -176,7 +176,8 @@ class GConv(nn.Module):
         self.in_features = in_features
         self.out_features = out_features
         bound = 1.0 / math.sqrt(n * in_features)
-        self.weight = nn.Parameter(torch.empty(n, in_features, out_features).uniform_(-bound, bound))
+        self.weight = nn.Parameter(
+            torch.empty(n, in_features, out_features).uniform_(-bound, bound))
         self.bias = nn.Parameter(torch.zeros(out_features)) if bias else None
         self.register_buffer("index", group.conv_index(), persistent=False)
 
