@@ -43,15 +43,15 @@ def write_level(root: Path, grammar: Grammar, n: int) -> Path:
 
 @pytest.fixture(scope="module")
 def paper_run(tmp_path_factory):
-    """A tiny scan_transformer trained 8 updates on paper-grammar data (40 commands, batch 8:
-    5 updates per epoch, so the run ends in epoch 2)."""
+    """A tiny scan_transformer trained 10 updates on paper-grammar data (40 commands, batch 8:
+    5 updates per epoch, so the run is exactly 2 epochs)."""
     tmp = tmp_path_factory.mktemp("mismatch")
     data = write_level(tmp, Grammar.paper(), 40)
     res = fairseq("fairseq_cli.train", data, "--user-dir", USER_DIR, "--task", "systematicity",
                   "--source-lang", "in", "--target-lang", "out", "--arch", "scan_transformer_paper",
                   "--embed-dim", "16", "--encoder-layers", "1", "--decoder-layers", "1",
                   "--criterion", "cross_entropy", "--optimizer", "adam", "--lr", "1e-3",
-                  "--batch-size", "8", "--max-update", "8", "--eval-seq-acc",
+                  "--batch-size", "8", "--max-update", "10", "--eval-seq-acc",
                   "--progress-interval", "1e-9", "--save-dir", tmp / "ck",
                   "--no-epoch-checkpoints", "--cpu", "--num-workers", "0",
                   "--log-format", "simple", "--seed", "1", cwd=tmp)
@@ -114,10 +114,12 @@ def test_training_logs_progress_with_epochs_updates_and_last_seq_acc(paper_run):
     lines = re.findall(r"progress: epoch (\d+)/(\S+) \| update (\d+)/(\S+) \| (\d+) s elapsed "
                        r"\| (\S+) s left \| last valid seq_acc (\S+)", log)
     assert lines, log[-2000:]
-    # 40 commands / batch 8 = 5 updates per epoch; --max-update 8 -> 2 epochs
-    assert {(e, n, total) for e, n, _, total, *_ in lines} <= {("1", "2", "8"), ("2", "2", "8")}
+    # 40 commands / batch 8 = 5 updates per epoch; --max-update 10 -> 2 epochs (estimated from
+    # the data in epoch 1, measured from epoch 1 in epoch 2)
+    assert {(e, n, total) for e, n, _, total, *_ in lines} == {("1", "2", "10"),
+                                                               ("2", "2", "10")}
     updates = [int(u) for _, _, u, *_ in lines]
-    assert updates == sorted(updates) and updates[-1] == 7
+    assert updates == sorted(updates) and updates[-1] == 9
     valid = re.findall(r"valid on 'valid' subset .*?seq_acc ([0-9.]+)", log)
     assert valid  # the epoch-2 lines report the epoch-1 validation
     epoch2 = [acc for e, *_, acc in lines if e == "2"]

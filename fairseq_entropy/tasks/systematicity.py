@@ -154,7 +154,8 @@ class TrainingProgress:
         self.seq_acc: Optional[float] = None
 
     def begin_epoch(self, epoch: int, update: Optional[int]) -> None:
-        """Start of epoch ``epoch`` at update ``update`` (None before the first step)."""
+        """Start of epoch ``epoch`` after ``update`` completed updates (None before the first
+        step)."""
         if update is not None and self.epoch_start_update is not None and epoch > self.epoch:
             self.updates_per_epoch = update - self.epoch_start_update
         self.epoch, self.epoch_start_update = epoch, update
@@ -168,8 +169,8 @@ class TrainingProgress:
         return min(bounds) if bounds else None
 
     def step(self, update: int) -> Optional[str]:
-        """Called at every training step with fairseq's update number; returns the progress
-        line when one is due (else None)."""
+        """Called at every training step with fairseq's update number (updates completed
+        before the step); returns the progress line when one is due (else None)."""
         now = self.clock()
         if self.start is None:
             self.start, self.start_update, self.last_line = now, update, now
@@ -324,7 +325,7 @@ class SystematicityTask(TranslationTask):
         out = super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
         if self.progress is None:
             self.progress = self._new_progress()
-        self._last_update = update_num
+        self._last_update = update_num + 1  # updates completed once this step is done
         correct, total = self.valid_counts
         if total:
             self.progress.seq_acc = correct / total
