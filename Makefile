@@ -5,15 +5,17 @@
 #               (default torch==2.13.0, the CPU wheel here; e.g. a CUDA build on a GPU box)
 #   PYTHON=...  interpreter for the venv (default python3.11)
 #   VENV_FLAGS=--system-site-packages   reuse a torch already installed system-wide
+#   WORKERS=... pytest-xdist workers of `make test` (default auto: one per core)
 PYTHON ?= python3.11
 VENV ?= .venv
 TORCH ?= torch==2.13.0
 VENV_FLAGS ?=
+WORKERS ?= auto
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.fairseq-entropy-installed
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: install demo test test-fast bench clean
+.PHONY: install demo test lint bench clean
 
 install: $(STAMP)
 
@@ -30,7 +32,13 @@ demo: $(STAMP)
 	bash recipes/quickstart.sh
 
 test: $(STAMP)
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q -n $(WORKERS) tests
+
+lint: $(STAMP)
+	$(PY) -m ruff check .
+
+bench: $(STAMP)
+	$(PY) benchmarks/bench_models.py
 
 clean:
 	rm -rf demo build *.egg-info .pytest_cache

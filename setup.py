@@ -1,4 +1,10 @@
-"""fairseq-entropy: entropy-controlled systematic-generalization experiments as a fairseq plugin."""
+"""fairseq-entropy: entropy-controlled systematic-generalization experiments as a fairseq plugin.
+
+Package data: the presets (``fairseq_entropy/experiments/presets.json``), the paper's results
+(``fairseq_entropy/data/*.tsv``) and the shell recipes, installed as
+``fairseq_entropy/recipes/`` from the top-level ``recipes/`` folder (``fairseq-entropy
+recipes-dir`` prints where they are).
+"""
 
 from setuptools import find_packages, setup
 
@@ -7,11 +13,15 @@ setup(
     version="0.1.0",
     description="fairseq --user-dir plugin reproducing 'Systematic Generalization in Language "
                 "Models Scales with Information Entropy' (Wold et al., ACL Findings 2025)",
-    packages=find_packages(include=["fairseq_entropy", "fairseq_entropy.*"]),
-    package_data={"fairseq_entropy": ["data/*.tsv"]},
+    license="MIT",
+    packages=find_packages(include=["fairseq_entropy", "fairseq_entropy.*"])
+    + ["fairseq_entropy.recipes"],
+    package_dir={"fairseq_entropy.recipes": "recipes"},
+    package_data={"fairseq_entropy": ["data/*.tsv", "experiments/*.json"],
+                  "fairseq_entropy.recipes": ["*.sh"]},
     python_requires=">=3.10",
     # fairseq itself (ve-fairseq, installed with --no-deps) and its real dependencies are
     # installed by the Makefile; see README.md for why.
-    install_requires=["numpy", "scipy", "matplotlib"],
+    install_requires=["numpy", "scipy", "matplotlib", "tqdm"],
     entry_points={"console_scripts": ["fairseq-entropy = fairseq_entropy.cli:main"]},
 )

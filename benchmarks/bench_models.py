@@ -1,6 +1,6 @@
 """Benchmark the plugin's presets on this machine: size, training and decoding speed.
 
-For each preset of ``recipes/presets.json`` whose ``--arch`` is registered, prints
+For each preset of the packaged presets file whose ``--arch`` is registered, prints
 
 - ``params``: trainable parameters (on the Experiment 1 dictionary);
 - ``upd/s``: training updates per second at the preset's batch size, measured through fairseq's
@@ -21,7 +21,6 @@ directory with the ``fairseq-entropy`` CLI.
 """
 
 import argparse
-import json
 import os
 import re
 import shlex
@@ -121,7 +120,8 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--data", type=Path, help="binarized Experiment 1 level (default: build one)")
     p.add_argument("--presets", help="comma-separated preset names (default: all registered)")
-    p.add_argument("--presets-file", type=Path, default=REPO / "recipes" / "presets.json")
+    p.add_argument("--presets-file", type=Path,
+                   help="presets file (default: the one shipped in fairseq_entropy.experiments)")
     p.add_argument("--seconds", type=float, default=10.0, help="timed training per preset")
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     p.add_argument("--checkpoint", action="append", default=[], metavar="PRESET=CKPT",
@@ -137,7 +137,9 @@ def main(argv=None) -> int:
     import fairseq_entropy  # noqa: F401  (registers the archs)
     from fairseq.models import ARCH_MODEL_REGISTRY
 
-    presets = json.loads(args.presets_file.read_text())
+    from fairseq_entropy.experiments.presets import load_presets
+
+    presets = load_presets(args.presets_file)
     names = args.presets.split(",") if args.presets else sorted(presets)
     names = [n for n in names if presets.get(n, {}).get("arch") in ARCH_MODEL_REGISTRY]
     trained = dict(c.split("=", 1) for c in args.checkpoint)

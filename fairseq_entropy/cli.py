@@ -10,6 +10,7 @@ Subcommands::
     fairseq-entropy score GENERATE_OUTPUT --out DIR [--data LEVEL_DIR --model M --seed S]
     fairseq-entropy aggregate RUNS_DIR... --out DIR
     fairseq-entropy train-args PRESET --data LEVEL_DATABIN [--epochs E]
+    fairseq-entropy recipes-dir
 
 Errors are printed as one line ``fairseq-entropy: error: ...`` with exit status 2; nothing is
 written when a command fails.
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from pathlib import Path
 from typing import List, Optional, Sequence
@@ -48,6 +50,13 @@ def _ints(text: str) -> List[int]:
 
 def _verbs(text: str) -> List[str]:
     return [v.strip() for v in text.split(",") if v.strip()]
+
+
+def _progress(items, desc: str, unit: str):
+    """``items`` wrapped in a tqdm bar on stderr, shown only when stderr is a terminal."""
+    from tqdm import tqdm
+
+    return tqdm(items, desc=desc, unit=unit, disable=None, leave=False, file=sys.stderr)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -118,10 +127,14 @@ def build_parser() -> argparse.ArgumentParser:
     t = sub.add_parser("train-args", help="print fairseq-train arguments of a preset")
     t.add_argument("preset")
     t.add_argument("--data", required=True, help="binarized level directory")
-    t.add_argument("--presets", help="presets file (default recipes/presets.json)")
+    t.add_argument("--presets", help="presets file (default: the presets.json shipped in "
+                                     "fairseq_entropy/experiments)")
     t.add_argument("--epochs", type=float)
     t.add_argument("--max-update", type=int)
     t.add_argument("--field", help="print one field of the preset instead (e.g. model)")
+
+    sub.add_parser("recipes-dir", help="print the directory of the shell recipes "
+                                       "(train_level.sh, quickstart.sh)")
     return p
 
 
@@ -146,14 +159,18 @@ def cmd_build(args) -> None:
         return
     grammar = Grammar.paper(args.verbs)
     if args.experiment == "exp1":
-        levels = build_exp1(grammar, args.levels, args.n, args.restricted_verb, args.seed,
-                            args.valid_fraction)
+        # one call per level (each level has its own seeded generator, so the data are the
+        # same as from one call with every level)
+        levels = [lv for target in _progress(args.levels, "build exp1", "level")
+                  for lv in build_exp1(grammar, [target], args.n, args.restricted_verb,
+                                       args.seed, args.valid_fraction)]
         params = {"builder": "exp1-mixing", "seed": args.seed, "n_train": args.n,
                   "restricted_verb": args.restricted_verb,
                   "valid_fraction": args.valid_fraction}
     else:
-        levels = build_exp2(grammar, args.support, args.restricted_verb, args.seed,
-                            args.support_order, args.valid_fraction)
+        levels = [lv for k in _progress(args.support, "build exp2", "level")
+                  for lv in build_exp2(grammar, [k], args.restricted_verb, args.seed,
+                                       args.support_order, args.valid_fraction)]
         params = {"builder": "exp2-support", "seed": args.seed,
                   "restricted_verb": args.restricted_verb, "support_order": args.support_order,
                   "valid_fraction": args.valid_fraction}
@@ -202,14 +219,19 @@ def cmd_measure(args) -> None:
 
 def cmd_binarize(args) -> None:
     """``binarize``: a build directory or SCAN files into fairseq binary data."""
-    from .scan.binarize import binarize_build, binarize_scan_files
+    from .scan.binarize import binarize_build, binarize_scan_files, level_dirs
     from .scan.grammar import Grammar
 
     if args.build_dir and (args.train or args.valid or args.test):
         raise ValueError("pass either a build directory or --train/--valid/--test, not both")
     if args.build_dir:
         g = Grammar.by_name(args.grammar) if args.grammar else None
-        outs = binarize_build(args.build_dir, args.out, g, args.workers)
+        dirs = level_dirs(args.build_dir)
+        if dirs == [Path(args.build_dir)]:
+            outs = binarize_build(args.build_dir, args.out, g, args.workers)
+        else:  # level by level, for the progress bar
+            outs = [o for d in _progress(dirs, "binarize", "level")
+                    for o in binarize_build(d, Path(args.out) / d.name, g, args.workers)]
     else:
         g = Grammar.by_name(args.grammar or "scan")
         outs = [binarize_scan_files(args.out, g, args.train, args.valid, args.test,
@@ -274,12 +296,50 @@ def cmd_train_args(args) -> None:
     print(" ".join(train_args(preset, args.data, args.epochs, args.max_update)))
 
 
+def recipes_dir() -> Path:
+    """The shell recipes: ``fairseq_entropy/recipes/`` of an installed package (setup.py
+    installs the top-level ``recipes/`` there), else ``recipes/`` of the source checkout.
+
+    Raises:
+        FileNotFoundError: neither holds ``train_level.sh``.
+    """
+    from importlib import resources
+
+    package = Path(str(resources.files("fairseq_entropy")))
+    for candidate in (package / "recipes", package.parent / "recipes"):
+        if (candidate / "train_level.sh").is_file():
+            return candidate
+    raise FileNotFoundError(f"no recipes beside {package}. Fix: install the package with pip "
+                            "(they are package data) or run from a source checkout")
+
+
+def cmd_recipes_dir(args) -> None:
+    """``recipes-dir``: print the directory of the shell recipes."""
+    print(recipes_dir())
+
+
+def quiet_libraries() -> None:
+    """Keep the output to this command's own lines and library warnings.
+
+    Importing fairseq runs ``logging.basicConfig(level=DEBUG)`` (in a wav2vec2 module), so every
+    library's debug and info records would be printed, e.g. a block of ``DEBUG:matplotlib``
+    lines when ``aggregate`` plots.  The root logger goes back to WARNING and matplotlib and
+    PIL (its image writer) are held at WARNING; warnings and errors of every library, fairseq
+    included, are still printed.  The tensorboardX notice is dropped in ``fairseq_entropy``.
+    """
+    logging.getLogger().setLevel(logging.WARNING)
+    for name in ("matplotlib", "PIL"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
 COMMANDS = {"build": cmd_build, "measure": cmd_measure, "binarize": cmd_binarize,
-            "score": cmd_score, "aggregate": cmd_aggregate, "train-args": cmd_train_args}
+            "score": cmd_score, "aggregate": cmd_aggregate, "train-args": cmd_train_args,
+            "recipes-dir": cmd_recipes_dir}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of ``fairseq-entropy``; returns the exit status (2 on a user error)."""
+    quiet_libraries()
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

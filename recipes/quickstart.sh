@@ -14,7 +14,7 @@ if python -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)
   echo "GPU found: the paper's schedule ($preset), levels $levels"
 else
   device=cpu; preset=${PRESET:-exp1_transformer_sinusoidal_cpu}; levels=${LEVELS:-0,1,2,3}
-  echo "no GPU: CPU-sized schedule ($preset in recipes/presets.json), levels $levels"
+  echo "no GPU: CPU-sized schedule ($preset in fairseq_entropy/experiments/presets.json), levels $levels"
 fi
 start=$(date +%s)
 

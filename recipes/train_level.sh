@@ -12,7 +12,10 @@
 set -euo pipefail
 preset=$1 data=$2 run=$3; shift 3
 here=$(cd "$(dirname "$0")" && pwd)
-user_dir=$(cd "$here/../fairseq_entropy" && pwd)
+# the plugin: the package this folder is installed in (fairseq_entropy/recipes/), or the
+# checkout's fairseq_entropy/ beside recipes/
+if [ -f "$here/../__init__.py" ]; then user_dir=$(cd "$here/.." && pwd)
+else user_dir=$(cd "$here/../fairseq_entropy" && pwd); fi
 seed=${SEED:-1}
 if [ -f "$run/last/score.json" ]; then echo "skip $run (already scored)"; exit 0; fi
 
@@ -34,8 +37,8 @@ fairseq-train "$data" --user-dir "$user_dir" "${train_args[@]}" "${device_args[@
   --no-epoch-checkpoints --num-workers 0 --log-format simple --log-interval 100 \
   --required-batch-size-multiple 1 \
   --eval-seq-acc --best-checkpoint-metric seq_acc --maximize-best-checkpoint-metric \
-  "$@" 2>&1 | tee "$run/train.log" | grep -E "valid on|done training|Error" \
-  | sed -u "s|^.*| [$(basename "$run")] &|; s|\(valid on 'valid' subset\).*\(seq_acc [0-9.]*\).*\(num_updates [0-9]*\).*|\1 \2 \3|"
+  "$@" 2>&1 | tee "$run/train.log" | grep --line-buffered -E "valid on|progress: |done training|Error" \
+  | sed -u "s|^.*\(progress: .*\)|\1|; s|^.*| [$(basename "$run")] &|; s|\(valid on 'valid' subset\).*\(seq_acc [0-9.]*\).*\(num_updates [0-9]*\).*|\1 \2 \3|"
 status=${PIPESTATUS[0]}
 set -e
 [ "$status" -eq 0 ] || { echo "fairseq-train failed (exit $status): see $run/train.log" >&2; exit 1; }

@@ -1,4 +1,4 @@
-"""Tests of the paper's CNN presets on fairseq's ``fconv`` (issue 3, item 4): configuration,
+"""Tests of the paper's CNN presets on fairseq's ``fconv``: configuration,
 shapes, learning, incremental decoding, padding invariance and a ``fairseq-generate`` round trip."""
 
 import argparse

@@ -28,7 +28,8 @@ from fairseq_entropy.modules.equivariant import (
 )
 
 PAPER_VERBS = ["walk", "run", "look", "jump", "sprint", "crawl", "squat", "lunge"]
-PAPER_WORDS = PAPER_VERBS + ["left", "right", "opposite", "around", "twice", "thrice", "and", "after"]
+PAPER_WORDS = PAPER_VERBS + ["left", "right", "opposite", "around", "twice", "thrice", "and",
+                             "after"]
 PAPER_ACTIONS = [v.upper() for v in PAPER_VERBS] + ["LTURN", "RTURN"]
 SCAN_WORDS = ["walk", "run", "look", "jump", "turn", "left", "right", "opposite", "around",
               "twice", "thrice", "and", "after"]
@@ -44,7 +45,8 @@ def make_dictionary(words, actions):
 
 
 def make_model(cell="gru", bidirectional=False, layers=1, grammar="paper", **kw):
-    words, actions = (PAPER_WORDS, PAPER_ACTIONS) if grammar == "paper" else (SCAN_WORDS, SCAN_ACTIONS)
+    words, actions = (PAPER_WORDS, PAPER_ACTIONS) if grammar == "paper" \
+        else (SCAN_WORDS, SCAN_ACTIONS)
     d = make_dictionary(words, actions)
     task = types.SimpleNamespace(source_dictionary=d, target_dictionary=d)
     cfg = EquivariantSeq2SeqConfig(cell=cell, embed_dim=6, hidden_dim=5, encoder_layers=layers,
@@ -215,7 +217,8 @@ def test_equivariant_after_training(cell):
     losses = []
     for _ in range(15):
         lp = log_probs(model, src, lengths, prev)
-        loss = torch.nn.functional.nll_loss(lp.view(-1, lp.shape[-1]), tgt.view(-1), ignore_index=d.pad())
+        loss = torch.nn.functional.nll_loss(lp.view(-1, lp.shape[-1]), tgt.view(-1),
+                                            ignore_index=d.pad())
         opt.zero_grad()
         loss.backward()
         opt.step()

@@ -1,7 +1,12 @@
+import json
+import subprocess
+from pathlib import Path
+
 import pytest
 
+from fairseq_entropy.experiments import presets as presets_module
 from fairseq_entropy.experiments.presets import (PresetError, check_word_split_safe, eval_epochs,
-                                     load_presets)
+                                                 expand_presets, load_presets, train_args)
 
 
 def test_epochs_formula():
@@ -34,3 +39,84 @@ def test_every_preset_argument_survives_shell_word_splitting():
 def test_unsafe_preset_argument_is_refused_with_a_fix(token):
     with pytest.raises(PresetError, match="Fix: write it without spaces or quotes"):
         check_word_split_safe(token, {"arch": "scan_transformer_paper"})
+
+
+# --- inheritance ----------------------------------------------------------------------------
+
+#: the commit whose presets.json had every preset written out in full
+FLAT_PRESETS_COMMIT = "75935c0"
+
+
+def _flat_presets_of_commit():
+    repo = Path(__file__).resolve().parents[1]
+    proc = subprocess.run(["git", "show", f"{FLAT_PRESETS_COMMIT}:recipes/presets.json"],
+                          cwd=repo, capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"git history with {FLAT_PRESETS_COMMIT} not available: {proc.stderr}")
+    return json.loads(proc.stdout)
+
+
+def test_every_preset_expands_to_the_arguments_of_the_flat_file(tmp_path, monkeypatch):
+    old = _flat_presets_of_commit()
+    new = load_presets()
+    assert sorted(new) == sorted(old)
+    sizes = iter(())
+    monkeypatch.setattr(presets_module, "train_size", lambda data_dir: next(sizes))
+    checked = 0
+    for name, old_preset in old.items():
+        assert new[name].get("model") == old_preset.get("model"), name
+        assert new[name].get("experiment") == old_preset.get("experiment"), name
+        for n in (6000, 4000, 3000, 174):
+            for k in (1, 3, 8):
+                level = tmp_path / f"k{k}"
+                level.mkdir(exist_ok=True)
+                (level / "manifest.json").write_text(json.dumps({"support": ["v"] * k}))
+                sizes = iter([n, n])
+                assert train_args(new[name], level) == train_args(old_preset, level), \
+                    (name, n, k)
+                checked += 1
+    assert checked == len(old) * 12
+
+
+def test_extends_chain_list_override_and_append():
+    raw = {
+        "_a": {"batch_size": 8, "lr": 0.1, "model_args": ["--dropout", "0.1"], "notes": "A."},
+        "_b": {"lr": 0.2, "epochs": 3},
+        "c": {"extends": ["_a", "_b"], "arch": "x", "model_args+": ["--cell", "gru"],
+              "notes+": "C."},
+        "d": {"extends": "c", "lr": 0.3, "model_args": ["--dropout", "0"]},
+    }
+    got = expand_presets(raw)
+    assert got["c"] == {"batch_size": 8, "lr": 0.2, "epochs": 3, "arch": "x",
+                        "model_args": ["--dropout", "0.1", "--cell", "gru"], "notes": "A. C."}
+    assert got["d"] == {**got["c"], "lr": 0.3, "model_args": ["--dropout", "0"]}
+    assert raw["c"]["model_args+"] == ["--cell", "gru"]  # the input is not modified
+
+
+@pytest.mark.parametrize("raw, message", [
+    ({"a": {"extends": "b", "arch": "x"}, "b": {"extends": "a"}}, "'extends' cycle a -> b -> a"),
+    ({"a": {"extends": "nope", "arch": "x"}}, "extends unknown preset 'nope'"),
+    ({"a": {"arch": "x", "cpu_epochs": 8}}, "unknown key 'cpu_epochs'"),
+    ({"a": {"arch": "x", "lr+": 1}}, "unknown key 'lr\\+'"),
+])
+def test_bad_inheritance_is_refused_with_file_line_and_fix(tmp_path, raw, message):
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(raw, indent=2))
+    with pytest.raises(PresetError, match=message) as e:
+        load_presets(path)
+    assert str(e.value).startswith(f"{path}:2: preset 'a'") and "Fix:" in str(e.value)
+
+
+def test_bases_are_not_runnable_presets():
+    assert all(not name.startswith("_") for name in load_presets())
+    bases = set(load_presets(bases=True)) - set(load_presets())
+    assert {"_adamw_cosine", "_transformer", "_rnn", "_equivariant"} <= bases
+
+
+def test_packaged_presets_file_has_no_repeated_argument_block():
+    raw = json.loads(presets_module.default_presets_path().read_text())
+    blocks = [json.dumps(v) for entry in raw.values() for k, v in entry.items()
+              if k in ("optimizer_args", "criterion_args")]
+    assert len(blocks) == len(set(blocks))
+    # the paper's three optimiser settings: Transformer/CNN, RNN, equivariant
+    assert sum(1 for b in blocks if b.startswith('["--optimizer"')) == 3

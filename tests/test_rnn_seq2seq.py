@@ -1,4 +1,4 @@
-"""Tests of the ``rnn_seq2seq`` model (issue 3, item 2): shapes, learning, incremental decoding,
+"""Tests of the ``rnn_seq2seq`` model: shapes, learning, incremental decoding,
 padding invariance, presets and a ``fairseq-train`` / ``fairseq-generate --user-dir`` round trip."""
 
 import argparse

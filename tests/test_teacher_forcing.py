@@ -1,4 +1,4 @@
-"""Tests of the ``teacher_forcing_cross_entropy`` criterion (issue 3, item 3)."""
+"""Tests of the ``teacher_forcing_cross_entropy`` criterion."""
 
 import argparse
 

@@ -1,14 +1,20 @@
 """Training presets: the hyper-parameters of each configuration, turned into fairseq-train args.
 
-Presets live in ``recipes/presets.json`` (one object per preset; the recipes read it through
-``fairseq-entropy train-args``).  Epoch-based schedules are converted to updates, because
-fairseq's ``cosine`` scheduler needs ``--max-update``: with N training commands and batch size
-b, one epoch is ceil(N / b) updates; the warm-up is ``warmup_fraction`` of all updates.
+Presets ship with the package as ``fairseq_entropy/experiments/presets.json`` (read with
+:mod:`importlib.resources`, so a plain ``pip install`` has them; ``--presets FILE`` reads
+another file).  Epoch-based schedules are converted to updates, because fairseq's ``cosine``
+scheduler needs ``--max-update``: with N training commands and batch size b, one epoch is
+ceil(N / b) updates; the warm-up is ``warmup_fraction`` of all updates.
+
+A preset may ``"extends"`` another preset (or a list of them, merged left to right) and then
+gives only the keys that differ.  A key overrides the inherited value; a key written with a
+trailing ``+`` (``"model_args+"``, ``"notes+"``) appends to the inherited list or text
+instead.  Names starting with ``_`` are bases: they can be extended but not trained.
 
 Placeholders in ``optimizer_args``: ``{max_update}``, ``{warmup_updates}``, ``{lr}``,
 ``{min_lr}`` (= ``min_lr_ratio`` x lr).  ``epochs_by_train_size`` maps a training-set size to
-its epochs (e.g. the CNN's 24/36/48 for 6000/4000/3000 commands).  ``epochs_formula`` (e.g. ``"64-8*(k-1)"``) computes the
-epochs from the support size k of an Experiment 2 level.
+its epochs (e.g. the CNN's 24/36/48 for 6000/4000/3000 commands).  ``epochs_formula`` (e.g.
+``"64-8*(k-1)"``) computes the epochs from the support size k of an Experiment 2 level.
 """
 
 from __future__ import annotations
@@ -18,33 +24,138 @@ import json
 import math
 import operator
 import os
+from importlib import resources
 from pathlib import Path
 from typing import Dict, List, Optional
 
 DEFAULT_CRITERION = ["--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0",
                      "--report-accuracy"]
 
+#: keys a preset may hold: list-valued argument groups, scalars, and bookkeeping
+LIST_KEYS = ("optimizer_args", "task_args", "model_args", "criterion_args", "extra_args")
+KNOWN_KEYS = frozenset(LIST_KEYS) | {
+    "model", "arch", "experiment", "batch_size", "epochs", "epochs_by_train_size",
+    "epochs_formula", "lr", "warmup_fraction", "min_lr_ratio", "notes", "extends"}
+#: keys that may be written with a trailing ``+`` to append to the inherited value
+APPENDABLE_KEYS = frozenset(LIST_KEYS) | {"notes"}
+
 
 class PresetError(ValueError):
     """Unknown preset or an unusable preset file."""
 
 
-def default_presets_path() -> Optional[Path]:
-    """``recipes/presets.json`` of the source tree this package was installed from."""
-    p = Path(__file__).resolve().parents[2] / "recipes" / "presets.json"
-    return p if p.exists() else None
+def default_presets_path():
+    """The ``presets.json`` shipped inside this package (an :mod:`importlib.resources`
+    traversable; a real path for an installed or source-tree package)."""
+    return resources.files(__package__).joinpath("presets.json")
 
 
-def load_presets(path: Optional[str | os.PathLike] = None) -> Dict[str, dict]:
-    """Read a presets file (default :func:`default_presets_path`)."""
-    path = Path(path) if path else default_presets_path()
-    if path is None or not path.exists():
-        raise PresetError(f"presets file {path} not found. Fix: pass --presets "
-                          "recipes/presets.json")
+def _line_of(text: str, name: str) -> int:
+    """1-based line of preset ``name`` in the JSON ``text`` (1 if not found)."""
+    index = text.find(json.dumps(name) + ":")
+    return text.count("\n", 0, index) + 1 if index >= 0 else 1
+
+
+def read_presets_file(path=None) -> tuple:
+    """The raw entries of a presets file and its text (default :func:`default_presets_path`).
+
+    Raises:
+        PresetError: the file is missing, is not JSON, or is not an object of objects.
+    """
+    source = default_presets_path() if path is None else Path(path)
     try:
-        return json.loads(path.read_text())
+        text = source.read_text(encoding="utf-8")
+    except (FileNotFoundError, IsADirectoryError):
+        raise PresetError(f"presets file {source} not found. Fix: pass an existing file with "
+                          "--presets, or leave --presets out to use the packaged one") from None
+    try:
+        raw = json.loads(text)
     except json.JSONDecodeError as e:
-        raise PresetError(f"{path}:{e.lineno}: invalid JSON ({e.msg})") from None
+        raise PresetError(f"{source}:{e.lineno}: invalid JSON ({e.msg})") from None
+    if not isinstance(raw, dict) or not all(isinstance(v, dict) for v in raw.values()):
+        raise PresetError(f"{source}:1: expected an object mapping preset names to objects")
+    return raw, text, source
+
+
+def expand_presets(raw: Dict[str, dict], source="presets file", text: str = "") -> Dict[str, dict]:
+    """Resolve ``extends`` and ``key+`` of every entry; returns name -> flat preset.
+
+    The result keeps bases (names starting with ``_``) and holds no ``extends`` or ``+`` keys.
+
+    Raises:
+        PresetError: unknown key, unknown or cyclic ``extends``, or ``key+`` on a key that is
+            not a list or ``notes``; the message names the file, line and preset.
+    """
+    done: Dict[str, dict] = {}
+
+    def where(name):
+        return f"{source}:{_line_of(text, name)}: preset {name!r}"
+
+    def resolve(name, chain):
+        if name in done:
+            return done[name]
+        if name in chain:
+            raise PresetError(f"{where(name)}: 'extends' cycle {' -> '.join(chain + [name])}. "
+                              "Fix: remove one of these 'extends'")
+        entry = raw[name]
+        for key in entry:
+            base_key = key[:-1] if key.endswith("+") else key
+            if base_key not in KNOWN_KEYS or (key.endswith("+") and
+                                              base_key not in APPENDABLE_KEYS):
+                raise PresetError(f"{where(name)}: unknown key {key!r}. Fix: use one of "
+                                  f"{', '.join(sorted(KNOWN_KEYS))} (lists and notes also as "
+                                  "'key+' to append)")
+        parents = entry.get("extends", [])
+        parents = [parents] if isinstance(parents, str) else list(parents)
+        merged: dict = {}
+        for parent in parents:
+            if parent not in raw:
+                raise PresetError(f"{where(name)}: extends unknown preset {parent!r}. Fix: "
+                                  "name a preset of the same file")
+            merged.update(resolve(parent, chain + [name]))
+        for key, value in entry.items():
+            if key == "extends" or key.endswith("+"):
+                continue
+            merged[key] = value
+        for key, value in entry.items():
+            if not key.endswith("+"):
+                continue
+            key = key[:-1]
+            inherited = merged.get(key)
+            if key == "notes":
+                merged[key] = f"{inherited} {value}" if inherited else value
+            else:
+                merged[key] = list(inherited or []) + list(value)
+        done[name] = merged
+        return merged
+
+    for name in raw:
+        resolve(name, [])
+    return done
+
+
+def load_presets(path: Optional[str | os.PathLike] = None, bases: bool = False
+                 ) -> Dict[str, dict]:
+    """Read a presets file (default: the packaged one) and expand it.
+
+    Args:
+        path: a presets file, or None for :func:`default_presets_path`.
+        bases: also return the bases (names starting with ``_``).
+
+    Returns:
+        preset name -> flat preset (see :func:`expand_presets`).
+
+    Raises:
+        PresetError: see :func:`read_presets_file` and :func:`expand_presets`; also a runnable
+            preset without ``arch``.
+    """
+    raw, text, source = read_presets_file(path)
+    presets = expand_presets(raw, source, text)
+    for name, preset in presets.items():
+        if not name.startswith("_") and "arch" not in preset:
+            raise PresetError(f"{source}:{_line_of(text, name)}: preset {name!r} has no 'arch'. "
+                              "Fix: give it one or extend a preset that has one")
+    return {k: v for k, v in presets.items() if bases or not k.startswith("_")}
 
 
 _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
@@ -149,5 +260,5 @@ def check_word_split_safe(token: str, preset: dict) -> None:
         raise PresetError(
             f"preset for arch {preset.get('arch')!r}: argument {token!r} contains "
             f"{', '.join(repr(c) for c in bad) or 'nothing'}, which shell word splitting would "
-            "break. Fix: write it without spaces or quotes in recipes/presets.json, "
+            "break. Fix: write it without spaces or quotes in the presets file, "
             "e.g. \"(0.9,0.98)\" for --adam-betas")

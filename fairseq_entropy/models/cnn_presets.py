@@ -10,7 +10,8 @@ The authors' own CNN differed from ``fconv`` in two respects: sinusoidal instead
 positions, and attention values computed from projected input embeddings (``fconv`` uses
 ``encoder output + input embedding``).  These presets are plain ``fconv``.
 
-Architectures registered here (``--arch``; training hyper-parameters in ``recipes/presets.json``):
+Architectures registered here (``--arch``; training hyper-parameters in
+``fairseq_entropy/experiments/presets.json``):
 
 - ``fconv_scan_exp1``: Experiment 1 (lr 1e-3; 24/36/48 epochs for 6000/4000/3000 samples).
 - ``fconv_scan_exp2``: Experiment 2 (same model; lr 3e-4, 64 - 8(k-1) epochs).

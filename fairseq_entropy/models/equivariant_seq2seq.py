@@ -11,8 +11,8 @@ G-convolution of ``[embedding; context]``, G-recurrent layers, equivariant outpu
 orbit-tied biases.  So ``log p(g . z | g . x, g . y_<t) = log p(z | x, y_<t)`` for every g.
 
 Architectures: ``equivariant_seq2seq`` (dataclass defaults), ``equivariant_seq2seq_small`` (the
-CPU runs of issue 4) and ``equivariant_seq2seq_gordon`` (close to Gordon et al.'s command).  The
-group comes from the shared dictionary unless ``--equivariant-words`` /
+CPU-sized configuration of the presets) and ``equivariant_seq2seq_gordon`` (close to Gordon et
+al.'s command).  The group comes from the shared dictionary unless ``--equivariant-words`` /
 ``--equivariant-actions`` name it (see :func:`~fairseq_entropy.modules.equivariant.verb_orbits`).
 """
 
@@ -50,11 +50,15 @@ from ..modules.equivariant import (
 class EquivariantSeq2SeqConfig(FairseqDataclass):
     """Options of :class:`EquivariantSeq2SeqModel` (sizes are per group element)."""
 
-    cell: ChoiceEnum(CELLS) = field(default="gru", metadata={"help": "recurrent cell: rnn, gru or lstm"})
+    cell: ChoiceEnum(CELLS) = field(default="gru",
+                                    metadata={"help": "recurrent cell: rnn, gru or lstm"})
     embed_dim: int = field(default=64, metadata={"help": "K: size of psi, per group element"})
-    hidden_dim: int = field(default=64, metadata={"help": "H: recurrent state size, per group element"})
-    encoder_layers: int = field(default=1, metadata={"help": "number of encoder G-recurrent layers"})
-    decoder_layers: int = field(default=1, metadata={"help": "number of decoder G-recurrent layers"})
+    hidden_dim: int = field(default=64,
+                            metadata={"help": "H: recurrent state size, per group element"})
+    encoder_layers: int = field(default=1,
+                                metadata={"help": "number of encoder G-recurrent layers"})
+    decoder_layers: int = field(default=1,
+                                metadata={"help": "number of decoder G-recurrent layers"})
     encoder_bidirectional: bool = field(default=False, metadata={"help": "bidirectional encoder"})
     dropout: float = field(default=0.1, metadata={"help": "dropout on embeddings and states"})
     decoder_input: ChoiceEnum(["equivariant", "invariant"]) = field(
@@ -64,7 +68,8 @@ class EquivariantSeq2SeqConfig(FairseqDataclass):
                           "identity of its previous output with the source verbs)"},
     )
     share_decoder_input_output_embed: bool = field(
-        default=False, metadata={"help": "tie the decoder's input and output G-embeddings (needs K == H)"}
+        default=False,
+        metadata={"help": "tie the decoder's input and output G-embeddings (needs K == H)"}
     )
     equivariant_words: Optional[str] = field(
         default=None,
@@ -86,7 +91,8 @@ def _split(option: Optional[str]) -> Optional[List[str]]:
     return [t.strip() for t in str(option).split(",") if t.strip()]
 
 
-def _run_layer(cell: GRecurrentCell, x: Tensor, keep: Tensor, reverse: bool) -> Tuple[Tensor, Tensor]:
+def _run_layer(cell: GRecurrentCell, x: Tensor, keep: Tensor,
+               reverse: bool) -> Tuple[Tensor, Tensor]:
     """Run one G-recurrent layer over ``x [B, S, |G|, K]``; returns outputs and final h.
 
     ``keep [B, S]`` is False at padding: there the state is carried over unchanged, so
@@ -171,7 +177,8 @@ class EquivariantEncoder(FairseqEncoder):
 class EquivariantDecoder(FairseqIncrementalDecoder):
     """Attentional G-recurrent decoder with an equivariant output layer.
 
-    Step t: ``e = G-emb(y_{t-1})`` (or its mean over G with ``--decoder-input invariant``); ``context = attend(h_{t-1}, encoder_out)``;
+    Step t: ``e = G-emb(y_{t-1})`` (or its mean over G with ``--decoder-input invariant``);
+    ``context = attend(h_{t-1}, encoder_out)``;
     ``x = tanh([e; context] * W_c)``; G-recurrent layers; ``logits = out(h_t)``.
     Incremental decoding keeps every layer's state in ``incremental_state``.
 
@@ -196,7 +203,8 @@ class EquivariantDecoder(FairseqIncrementalDecoder):
         )
         if cfg.share_decoder_input_output_embed:
             if cfg.embed_dim != cfg.hidden_dim:
-                raise ValueError("--share-decoder-input-output-embed needs --embed-dim == --hidden-dim")
+                raise ValueError("--share-decoder-input-output-embed needs "
+                                 "--embed-dim == --hidden-dim")
             out_embed = self.embed_tokens
         else:
             out_embed = GEmbedding(action, cfg.hidden_dim)
@@ -250,11 +258,13 @@ class EquivariantDecoder(FairseqIncrementalDecoder):
         emb = F.dropout(emb, p=self.dropout, training=self.training).unbind(1)
         query_matrix = self.attention.query_map.matrix()
         combine_matrix = self.combine.matrix()
-        cell_mats = [(cell, cell.input_map.matrix(), cell.hidden_map.matrix()) for cell in self.cells]
+        cell_mats = [(cell, cell.input_map.matrix(), cell.hidden_map.matrix())
+                     for cell in self.cells]
         outs, attns = [], []
         for emb_t in emb:
             context, alpha = self.attention(states[-1][0], keys, padding_mask, query_matrix)
-            x = torch.tanh(self.combine.apply_matrix(torch.cat([emb_t, context], dim=-1), combine_matrix))
+            x = torch.tanh(self.combine.apply_matrix(torch.cat([emb_t, context], dim=-1),
+                                                     combine_matrix))
             new_states = []
             for i, (cell, in_mat, hid_mat) in enumerate(cell_mats):
                 if i > 0:
@@ -279,7 +289,8 @@ class EquivariantDecoder(FairseqIncrementalDecoder):
         cached = self.get_incremental_state(incremental_state, "cached_state")
         if cached is None:
             return
-        reordered = {k: (v.index_select(1, new_order) if v is not None else None) for k, v in cached.items()}
+        reordered = {k: (v.index_select(1, new_order) if v is not None else None)
+                     for k, v in cached.items()}
         self.set_incremental_state(incremental_state, "cached_state", reordered)
 
     def max_positions(self) -> int:
@@ -306,7 +317,8 @@ class EquivariantSeq2SeqModel(FairseqEncoderDecoderModel):
     @classmethod
     def build_model(cls, cfg, task):
         src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
-        words, actions = verb_orbits(src_dict, _split(cfg.equivariant_words), _split(cfg.equivariant_actions))
+        words, actions = verb_orbits(src_dict, _split(cfg.equivariant_words),
+                                     _split(cfg.equivariant_actions))
         group = CyclicGroup(len(words))
         src_action = dictionary_action(group, src_dict, words, actions)
         tgt_action = dictionary_action(group, tgt_dict, words, actions)

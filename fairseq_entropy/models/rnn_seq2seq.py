@@ -6,28 +6,31 @@ width is twice the encoder's hidden size, so the decoder starts from the concate
 forward and backward states of the encoder's top layer.  The decoder attends over the encoder
 outputs with additive (Bahdanau) attention computed from its previous state.
 
-Training regime of the authors (recorded in ``recipes/presets.json``): one example per update,
-a constant learning rate of 1e-4, no gradient clipping, no teacher forcing (the decoder consumes
-its own greedy predictions and the loss stops at the first predicted end-of-sentence; see the
-``teacher_forcing_cross_entropy`` criterion).  The authors used two AdamW optimisers, one for the
-encoder and one for the decoder, at the same learning rate and hyper-parameters.  AdamW's update
-is element-wise, so two instances with identical hyper-parameters stepping together are exactly
-one AdamW over all parameters: the recipes use fairseq's single ``--optimizer adam`` (fairseq's
-Adam is AdamW: decoupled weight decay).
+Training regime of the authors (recorded in ``fairseq_entropy/experiments/presets.json``): one
+example per update, a constant learning rate of 1e-4, no gradient clipping, no teacher forcing (the
+decoder consumes its own greedy predictions and the loss stops at the first predicted
+end-of-sentence; see the ``teacher_forcing_cross_entropy`` criterion). The authors used two AdamW
+optimisers, one for the encoder and one for the decoder, at the same learning rate and
+hyper-parameters. AdamW's update is element-wise, so two instances with identical hyper-parameters
+stepping together are exactly one AdamW over all parameters: the recipes use fairseq's single
+``--optimizer adam`` (fairseq's Adam is AdamW: decoupled weight decay).
 
 Architectures registered here (``--arch``):
 
-- ``rnn_seq2seq``: the base model (plain tanh RNN cell, 2 encoder layers, hidden 64).
+- ``rnn_seq2seq``: the base model (plain tanh RNN cell, 2 encoder layers, hidden 64; the
+  defaults of :class:`RNNSeq2SeqConfig`).
 - ``rnn_seq2seq_exp1_rnn_h64`` / ``rnn_seq2seq_exp1_rnn_h128``: Experiment 1, plain RNN,
   2 encoder layers, hidden 64 / 128.
 - ``rnn_seq2seq_exp2_gru_l2_h64``: Experiment 2, GRU, 2 encoder layers, hidden 64.
 - ``rnn_seq2seq_exp2_rnn_l1_h64``: Experiment 2, plain RNN, 1 encoder layer, hidden 64.
 """
 
+from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 import torch
 import torch.nn as nn
+from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.models import (
     FairseqEncoder,
     FairseqEncoderDecoderModel,
@@ -35,10 +38,33 @@ from fairseq.models import (
     register_model,
     register_model_architecture,
 )
+from fairseq.utils import safe_getattr
+from omegaconf import II
 from torch import Tensor
 
 CELLS = ("rnn", "gru", "lstm")
 DEFAULT_MAX_POSITIONS = 1024
+
+
+@dataclass
+class RNNSeq2SeqConfig(FairseqDataclass):
+    """Options of :class:`RNNSeq2SeqModel`; the defaults are the ``rnn_seq2seq`` model."""
+
+    cell: ChoiceEnum(CELLS) = field(default="rnn", metadata={
+        "help": "recurrent cell of encoder and decoder (rnn = tanh RNN)"})
+    encoder_layers: int = field(default=2, metadata={
+        "help": "number of bidirectional encoder layers"})
+    encoder_hidden_size: int = field(default=64, metadata={
+        "help": "hidden units per direction; the decoder has twice as many"})
+    encoder_embed_dim: Optional[int] = field(default=None, metadata={
+        "help": "source embedding width (default: encoder hidden size)"})
+    decoder_embed_dim: Optional[int] = field(default=None, metadata={
+        "help": "target embedding width (default: decoder width)"})
+    dropout: float = field(default=0.1, metadata={
+        "help": "dropout on embeddings, between encoder layers and on the outputs"})
+    # the task's options (fairseq's translation task documents them)
+    max_source_positions: Optional[int] = II("task.max_source_positions")
+    max_target_positions: Optional[int] = II("task.max_target_positions")
 
 
 def rotate_padding(x: Tensor, shift: Tensor) -> Tensor:
@@ -288,37 +314,30 @@ class RNNSeq2SeqDecoder(FairseqIncrementalDecoder):
         return self.max_target_positions
 
 
-@register_model("rnn_seq2seq")
+@register_model("rnn_seq2seq", dataclass=RNNSeq2SeqConfig)
 class RNNSeq2SeqModel(FairseqEncoderDecoderModel):
     """The paper's RNN: bidirectional encoder, attention, one decoder layer of width 2 x hidden.
 
-    Raises:
-        ValueError: unknown ``--cell``.
+    Options: :class:`RNNSeq2SeqConfig`.
     """
-
-    @staticmethod
-    def add_args(parser):
-        parser.add_argument("--cell", choices=CELLS, help="recurrent cell (rnn = tanh RNN)")
-        parser.add_argument("--encoder-layers", type=int, metavar="N",
-                            help="number of bidirectional encoder layers")
-        parser.add_argument("--encoder-hidden-size", type=int, metavar="N",
-                            help="hidden units per direction; the decoder has twice as many")
-        parser.add_argument("--encoder-embed-dim", type=int, metavar="N",
-                            help="source embedding width (default: encoder hidden size)")
-        parser.add_argument("--decoder-embed-dim", type=int, metavar="N",
-                            help="target embedding width (default: decoder width)")
-        parser.add_argument("--dropout", type=float, metavar="D", help="dropout probability")
 
     @classmethod
     def build_model(cls, args, task):
+        """Build the model from a :class:`RNNSeq2SeqConfig` (or the ``argparse.Namespace``
+        stored in checkpoints written before the model had a dataclass config).
+
+        Raises:
+            ValueError: unknown ``--cell``.
+        """
         base_architecture(args)
-        max_src = getattr(args, "max_source_positions", None) or DEFAULT_MAX_POSITIONS
-        max_tgt = getattr(args, "max_target_positions", None) or DEFAULT_MAX_POSITIONS
+        max_src = safe_getattr(args, "max_source_positions", None) or DEFAULT_MAX_POSITIONS
+        max_tgt = safe_getattr(args, "max_target_positions", None) or DEFAULT_MAX_POSITIONS
         decoder_width = 2 * args.encoder_hidden_size
+        cell = str(args.cell)
         encoder = RNNSeq2SeqEncoder(
             task.source_dictionary,
-            cell=args.cell,
-            embed_dim=args.encoder_embed_dim or args.encoder_hidden_size,
+            cell=cell,
+            embed_dim=_or(args.encoder_embed_dim, args.encoder_hidden_size),
             hidden_size=args.encoder_hidden_size,
             num_layers=args.encoder_layers,
             dropout=args.dropout,
@@ -326,8 +345,8 @@ class RNNSeq2SeqModel(FairseqEncoderDecoderModel):
         )
         decoder = RNNSeq2SeqDecoder(
             task.target_dictionary,
-            cell=args.cell,
-            embed_dim=args.decoder_embed_dim or decoder_width,
+            cell=cell,
+            embed_dim=_or(args.decoder_embed_dim, decoder_width),
             hidden_size=decoder_width,
             dropout=args.dropout,
             max_positions=max_tgt,
@@ -335,23 +354,27 @@ class RNNSeq2SeqModel(FairseqEncoderDecoderModel):
         return cls(encoder, decoder)
 
 
-@register_model_architecture("rnn_seq2seq", "rnn_seq2seq")
+def _or(value, default):
+    """``value``, or ``default`` when ``value`` is None (an explicit 0 is kept)."""
+    return default if value is None else value
+
+
 def base_architecture(args):
-    """Defaults: plain RNN cell, 2 encoder layers, hidden 64, dropout 0.1."""
-    args.cell = getattr(args, "cell", None) or "rnn"
-    args.encoder_layers = getattr(args, "encoder_layers", None) or 2
-    args.encoder_hidden_size = getattr(args, "encoder_hidden_size", None) or 64
-    args.encoder_embed_dim = getattr(args, "encoder_embed_dim", None)
-    args.decoder_embed_dim = getattr(args, "decoder_embed_dim", None)
-    dropout = getattr(args, "dropout", None)
-    args.dropout = 0.1 if dropout is None else dropout
+    """Fill every option still unset: plain RNN cell, 2 encoder layers, hidden 64, dropout 0.1;
+    an explicit value, 0 included, is kept."""
+    args.cell = safe_getattr(args, "cell", "rnn")
+    args.encoder_layers = safe_getattr(args, "encoder_layers", 2)
+    args.encoder_hidden_size = safe_getattr(args, "encoder_hidden_size", 64)
+    args.encoder_embed_dim = safe_getattr(args, "encoder_embed_dim", None)
+    args.decoder_embed_dim = safe_getattr(args, "decoder_embed_dim", None)
+    args.dropout = safe_getattr(args, "dropout", 0.1)
 
 
 def _paper_rnn(args, cell: str, encoder_layers: int, encoder_hidden_size: int) -> None:
     """Defaults of one of the paper's RNN configurations; options given on the command line win."""
-    args.cell = getattr(args, "cell", None) or cell
-    args.encoder_layers = getattr(args, "encoder_layers", None) or encoder_layers
-    args.encoder_hidden_size = getattr(args, "encoder_hidden_size", None) or encoder_hidden_size
+    args.cell = safe_getattr(args, "cell", cell)
+    args.encoder_layers = safe_getattr(args, "encoder_layers", encoder_layers)
+    args.encoder_hidden_size = safe_getattr(args, "encoder_hidden_size", encoder_hidden_size)
     base_architecture(args)
 
 

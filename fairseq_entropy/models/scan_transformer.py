@@ -12,15 +12,17 @@ The position scheme is one separate piece (``--position-encoding``, see
 relative (DeBERTa disentangled attention) or rope.
 """
 
-from __future__ import annotations
-
+from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
 import torch.nn as nn
 import torch.nn.functional as F
+from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.models import (FairseqEncoder, FairseqEncoderDecoderModel,
                             FairseqIncrementalDecoder, register_model,
                             register_model_architecture)
+from fairseq.utils import safe_getattr
+from omegaconf import II
 from torch import Tensor
 
 from ..modules.attention import MultiheadAttention, truncated_normal_
@@ -28,6 +30,39 @@ from ..modules.positions import (POSITION_ENCODINGS, ROPE_VARIANTS, AbsolutePosi
                                  RelativePositions, RotaryPositions, token_positions)
 
 DEFAULT_MAX_POSITIONS = 256
+
+
+@dataclass
+class ScanTransformerConfig(FairseqDataclass):
+    """Options of :class:`ScanTransformerModel`; the defaults are the paper's Experiment 1
+    model (``scan_transformer_paper``)."""
+
+    embed_dim: int = field(default=128, metadata={"help": "model dimension d"})
+    encoder_layers: int = field(default=3, metadata={"help": "number of encoder layers"})
+    decoder_layers: int = field(default=3, metadata={"help": "number of decoder layers"})
+    attention_heads: Optional[int] = field(
+        default=None, metadata={"help": "heads per attention (default: d/64, i.e. heads of "
+                                        "size 64, at least 1)"})
+    dropout: float = field(default=0.1, metadata={"help": "dropout probability (embeddings, "
+                                                          "attention, residual branches)"})
+    embed_scale: float = field(
+        default=2.0, metadata={"help": "token embeddings are multiplied by S (authors: 2, i.e. "
+                                       "the embedding enters twice)"})
+    position_encoding: ChoiceEnum(POSITION_ENCODINGS) = field(
+        default="sinusoidal", metadata={"help": "position scheme"})
+    source_position_buckets: int = field(
+        default=64, metadata={"help": "relative scheme: bucket size of the source side"})
+    target_position_buckets: int = field(
+        default=4, metadata={"help": "relative scheme: bucket size of the target side"})
+    max_relative_positions: int = field(
+        default=512, metadata={"help": "relative scheme: distance the log buckets extend to"})
+    rope_theta: float = field(default=1000.0, metadata={"help": "RoPE base"})
+    rope_variant: ChoiceEnum(ROPE_VARIANTS) = field(
+        default="standard", metadata={"help": "standard RoPE, or the authors' (non-rotation) "
+                                              "variant"})
+    # the task's options (fairseq's translation task documents them)
+    max_source_positions: Optional[int] = II("task.max_source_positions")
+    max_target_positions: Optional[int] = II("task.max_target_positions")
 
 
 class GEGLU(nn.Module):
@@ -76,13 +111,13 @@ class _Stack(nn.Module):
         self.embed_tokens = nn.Embedding(len(dictionary), dim, padding_idx=self.padding_idx)
         nn.init.uniform_(self.embed_tokens.weight, -0.1, 0.1)
         self.embed_scale = args.embed_scale
-        self.scheme = args.position_encoding
+        self.scheme = str(args.position_encoding)
         self.absolute = AbsolutePositions(self.scheme, max_positions, dim) \
             if self.scheme in ("sinusoidal", "learned") else None
         self.relative = RelativePositions(bucket_size, args.max_relative_positions, dim) \
             if self.scheme == "relative" else None
         self.rope = RotaryPositions(dim // args.attention_heads, args.rope_theta,
-                                    args.rope_variant) if self.scheme == "rope" else None
+                                    str(args.rope_variant)) if self.scheme == "rope" else None
         self.dropout = nn.Dropout(args.dropout)
         self.layers = nn.ModuleList(
             Layer(dim, args.attention_heads, args.dropout, cross) for _ in range(num_layers))
@@ -181,55 +216,34 @@ class ScanTransformerDecoder(FairseqIncrementalDecoder):
         return self.max_target_positions
 
 
-@register_model("scan_transformer")
+@register_model("scan_transformer", dataclass=ScanTransformerConfig)
 class ScanTransformerModel(FairseqEncoderDecoderModel):
     """The paper's Transformer as a fairseq model (see module docstring).
 
     Presets: ``scan_transformer`` (= ``scan_transformer_paper``: 3+3 layers, d=128, dropout
     0.1, sinusoidal), ``scan_transformer_relative`` (buckets 64/4), ``scan_transformer_rope``
     (theta 1000), ``scan_transformer_learned`` (beyond the paper: see its docstring) and the
-    Experiment 2 models ``scan_transformer_exp2_l2`` / ``_l3`` (d=256).
+    Experiment 2 models ``scan_transformer_exp2_l2`` / ``_l3`` (d=256).  Options:
+    :class:`ScanTransformerConfig`.
     """
-
-    @staticmethod
-    def add_args(parser):
-        parser.add_argument("--embed-dim", type=int, metavar="D", help="model dimension d")
-        parser.add_argument("--encoder-layers", type=int, metavar="N")
-        parser.add_argument("--decoder-layers", type=int, metavar="N")
-        parser.add_argument("--attention-heads", type=int, metavar="H",
-                            help="heads per attention (default d/64)")
-        parser.add_argument("--dropout", type=float, metavar="P")
-        parser.add_argument("--embed-scale", type=float, metavar="S",
-                            help="token embeddings are multiplied by S (authors: 2, i.e. the "
-                                 "embedding enters twice)")
-        parser.add_argument("--position-encoding", choices=POSITION_ENCODINGS,
-                            help="position scheme")
-        parser.add_argument("--source-position-buckets", type=int, metavar="B",
-                            help="relative scheme: bucket size of the source side")
-        parser.add_argument("--target-position-buckets", type=int, metavar="B",
-                            help="relative scheme: bucket size of the target side")
-        parser.add_argument("--max-relative-positions", type=int, metavar="L",
-                            help="relative scheme: distance the log buckets extend to")
-        parser.add_argument("--rope-theta", type=float, metavar="T", help="RoPE base")
-        parser.add_argument("--rope-variant", choices=ROPE_VARIANTS,
-                            help="standard RoPE, or the authors' (non-rotation) variant")
 
     @classmethod
     def build_model(cls, args, task):
-        """Build the model from parsed fairseq arguments.
+        """Build the model from a :class:`ScanTransformerConfig` (or the ``argparse.Namespace``
+        stored in checkpoints written before the model had a dataclass config).
 
         Raises:
             ValueError: ``--rope-variant authors`` with a position scheme other than rope (the
                 option would otherwise be ignored without a word).
         """
         base_architecture(args)
-        if args.position_encoding != "rope" and args.rope_variant != "standard":
+        if str(args.position_encoding) != "rope" and str(args.rope_variant) != "standard":
             raise ValueError(f"--rope-variant {args.rope_variant} applies only to "
                              f"--position-encoding rope, not {args.position_encoding}. Fix: use "
                              "--arch scan_transformer_rope (or --position-encoding rope)")
-        if getattr(args, "max_source_positions", None) is None:
+        if safe_getattr(args, "max_source_positions", None) is None:
             args.max_source_positions = DEFAULT_MAX_POSITIONS
-        if getattr(args, "max_target_positions", None) is None:
+        if safe_getattr(args, "max_target_positions", None) is None:
             args.max_target_positions = DEFAULT_MAX_POSITIONS
         encoder = ScanTransformerEncoder(args, task.source_dictionary)
         decoder = ScanTransformerDecoder(args, task.target_dictionary, encoder)
@@ -239,29 +253,28 @@ class ScanTransformerModel(FairseqEncoderDecoderModel):
         return (self.encoder.max_source_positions, self.decoder.max_target_positions)
 
 
-@register_model_architecture("scan_transformer", "scan_transformer")
 def base_architecture(args):
-    """The paper's Experiment 1 Transformer: 3+3 layers, d=128, 2 heads, dropout 0.1."""
-    args.embed_dim = getattr(args, "embed_dim", None) or 128
-    args.encoder_layers = getattr(args, "encoder_layers", None) or 3
-    args.decoder_layers = getattr(args, "decoder_layers", None) or 3
-    args.attention_heads = getattr(args, "attention_heads", None) or max(1, args.embed_dim // 64)
-    if getattr(args, "dropout", None) is None:
-        args.dropout = 0.1
-    if getattr(args, "embed_scale", None) is None:
-        args.embed_scale = 2.0
-    args.position_encoding = getattr(args, "position_encoding", None) or "sinusoidal"
-    args.source_position_buckets = getattr(args, "source_position_buckets", None) or 64
-    args.target_position_buckets = getattr(args, "target_position_buckets", None) or 4
-    args.max_relative_positions = getattr(args, "max_relative_positions", None) or 512
-    args.rope_theta = getattr(args, "rope_theta", None) or 1000.0
-    args.rope_variant = getattr(args, "rope_variant", None) or "standard"
+    """Fill every option still unset with the paper's Experiment 1 Transformer (3+3 layers,
+    d=128, heads of 64, dropout 0.1); an explicit value, 0 or False included, is kept."""
+    args.embed_dim = safe_getattr(args, "embed_dim", 128)
+    args.encoder_layers = safe_getattr(args, "encoder_layers", 3)
+    args.decoder_layers = safe_getattr(args, "decoder_layers", 3)
+    heads = safe_getattr(args, "attention_heads", None)  # None also when stored as None
+    args.attention_heads = max(1, args.embed_dim // 64) if heads is None else heads
+    args.dropout = safe_getattr(args, "dropout", 0.1)
+    args.embed_scale = safe_getattr(args, "embed_scale", 2.0)
+    args.position_encoding = safe_getattr(args, "position_encoding", "sinusoidal")
+    args.source_position_buckets = safe_getattr(args, "source_position_buckets", 64)
+    args.target_position_buckets = safe_getattr(args, "target_position_buckets", 4)
+    args.max_relative_positions = safe_getattr(args, "max_relative_positions", 512)
+    args.rope_theta = safe_getattr(args, "rope_theta", 1000.0)
+    args.rope_variant = safe_getattr(args, "rope_variant", "standard")
 
 
 @register_model_architecture("scan_transformer", "scan_transformer_paper")
 def scan_transformer_paper(args):
     """Experiment 1, sinusoidal positions (paper Fig. 2): 3+3 layers, d=128, dropout 0.1."""
-    args.position_encoding = getattr(args, "position_encoding", None) or "sinusoidal"
+    args.position_encoding = safe_getattr(args, "position_encoding", "sinusoidal")
     base_architecture(args)
 
 
@@ -269,8 +282,8 @@ def scan_transformer_paper(args):
 def scan_transformer_relative(args):
     """Experiment 1, relative positions: DeBERTa attention, buckets 64 (source) / 4 (target)."""
     args.position_encoding = "relative"
-    args.source_position_buckets = getattr(args, "source_position_buckets", None) or 64
-    args.target_position_buckets = getattr(args, "target_position_buckets", None) or 4
+    args.source_position_buckets = safe_getattr(args, "source_position_buckets", 64)
+    args.target_position_buckets = safe_getattr(args, "target_position_buckets", 4)
     base_architecture(args)
 
 
@@ -279,7 +292,7 @@ def scan_transformer_rope(args):
     """Experiment 1, rotary positions with theta = 1000 (standard RoPE by default;
     ``--rope-variant authors`` reproduces the authors' variant)."""
     args.position_encoding = "rope"
-    args.rope_theta = getattr(args, "rope_theta", None) or 1000.0
+    args.rope_theta = safe_getattr(args, "rope_theta", 1000.0)
     base_architecture(args)
 
 
@@ -295,14 +308,14 @@ def scan_transformer_learned(args):
 @register_model_architecture("scan_transformer", "scan_transformer_exp2_l2")
 def scan_transformer_exp2_l2(args):
     """Experiment 2 Transformer: 2+2 layers, d=256 (4 heads)."""
-    args.embed_dim = getattr(args, "embed_dim", None) or 256
-    args.encoder_layers = getattr(args, "encoder_layers", None) or 2
-    args.decoder_layers = getattr(args, "decoder_layers", None) or 2
+    args.embed_dim = safe_getattr(args, "embed_dim", 256)
+    args.encoder_layers = safe_getattr(args, "encoder_layers", 2)
+    args.decoder_layers = safe_getattr(args, "decoder_layers", 2)
     base_architecture(args)
 
 
 @register_model_architecture("scan_transformer", "scan_transformer_exp2_l3")
 def scan_transformer_exp2_l3(args):
     """Experiment 2 Transformer: 3+3 layers, d=256 (4 heads)."""
-    args.embed_dim = getattr(args, "embed_dim", None) or 256
+    args.embed_dim = safe_getattr(args, "embed_dim", 256)
     base_architecture(args)

@@ -5,7 +5,7 @@ sequence-to-sequence model whose every hidden vector is a function on a finite g
 word permutations, stored as a tensor ``[..., |G|, K]`` (one K-vector per group element).
 G acts on such a function by shifting its argument, ``(g . f)(h) = f(g^-1 h)``, and on the
 vocabulary by permuting the words of each orbit.  Every layer here commutes with that
-action (Gordon et al.; restated in the design note), so a model assembled from them satisfies
+action (Gordon et al. 2020), so a model assembled from them satisfies
 ``f(g . x) = g . f(x)`` by construction:
 
 - :class:`CyclicGroup` and :class:`VocabularyAction`: the group and its action on a
@@ -176,7 +176,8 @@ class GConv(nn.Module):
         self.in_features = in_features
         self.out_features = out_features
         bound = 1.0 / math.sqrt(n * in_features)
-        self.weight = nn.Parameter(torch.empty(n, in_features, out_features).uniform_(-bound, bound))
+        self.weight = nn.Parameter(
+            torch.empty(n, in_features, out_features).uniform_(-bound, bound))
         self.bias = nn.Parameter(torch.zeros(out_features)) if bias else None
         self.register_buffer("index", group.conv_index(), persistent=False)
 

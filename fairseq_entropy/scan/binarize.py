@@ -117,7 +117,7 @@ def binarize_level(level_dir: str | os.PathLike, dest: str | os.PathLike, gramma
 def level_dirs(build_dir: str | os.PathLike) -> List[Path]:
     """Level directories of a build (those listed in its manifest), or the dir itself."""
     build_dir = Path(build_dir)
-    if (build_dir / f"train.{SOURCE_LANG}").exists() or (build_dir / f"test.{SOURCE_LANG}").exists():
+    if any((build_dir / f"{s}.{SOURCE_LANG}").exists() for s in ("train", "test")):
         return [build_dir]
     manifest = build_dir / "manifest.json"
     if manifest.exists():

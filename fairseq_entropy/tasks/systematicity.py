@@ -6,15 +6,24 @@ Extends fairseq's ``translation`` task (Wold et al., arXiv 2505.13089, Sec. 4) w
   ``--best-checkpoint-metric seq_acc --maximize-best-checkpoint-metric`` selects checkpoints on
   the validation split (never on the test set);
 * a log line with the training set's slot entropies read from the ``manifest.json`` that
-  ``fairseq-entropy binarize`` copies next to the binarized data.
+  ``fairseq-entropy binarize`` copies next to the binarized data;
+* the grammar and a hash of the data's dictionary, recorded in the task config and the task
+  state of every checkpoint, so that decoding data binarized with another dictionary stops
+  with an error naming both dictionaries before fairseq loads the weights;
+* a progress line while training, at least every ``--progress-interval`` seconds: epoch k/N,
+  updates, seconds elapsed and left, and the last validation ``seq_acc``.
 """
 
-
+import hashlib
 import json
 import logging
+import math
 import os
+import time
 from argparse import Namespace
+from contextlib import nullcontext
 from dataclasses import dataclass, field
+from typing import Optional
 
 import numpy as np
 import torch
@@ -23,6 +32,10 @@ from fairseq.data import BaseWrapperDataset
 from fairseq.logging import metrics
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
+from omegaconf import II, OmegaConf, open_dict
+
+from ..scan.binarize import dictionary_words
+from ..scan.grammar import Grammar
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +65,28 @@ class SystematicityConfig(TranslationConfig):
         default=False,
         metadata={"help": "rebuild the batches every epoch (set by --random-batches)"},
     )
+    progress_interval: float = field(
+        default=30.0,
+        metadata={"help": "while training, log a progress line (epoch k/N, updates, seconds "
+                          "elapsed and left, last validation seq_acc) at least every this many "
+                          "seconds; 0 turns it off"},
+    )
+    dictionary_grammar: Optional[str] = field(
+        default=None,
+        metadata={"help": "grammar whose fixed dictionary the data uses (paper, scan or "
+                          "custom); set from the data's dictionary and recorded in checkpoints"},
+    )
+    dictionary_hash: Optional[str] = field(
+        default=None,
+        metadata={"help": "sha256 (first 16 hex digits) of the data's source and target "
+                          "dictionaries; set from the data and recorded in checkpoints"},
+    )
+    # the training schedule, read for the progress line (fairseq's own options; no help text
+    # so that fairseq does not add them to the command line a second time)
+    max_update: int = II("optimization.max_update")
+    max_epoch: int = II("optimization.max_epoch")
+    batch_size: Optional[int] = II("dataset.batch_size")
+    max_tokens: Optional[int] = II("dataset.max_tokens")
 
 
 class RandomOrderDataset(BaseWrapperDataset):
@@ -67,6 +102,99 @@ class RandomOrderDataset(BaseWrapperDataset):
     @property
     def can_reuse_epoch_itr_across_epochs(self):
         return False
+
+
+def dictionary_hash(*dictionaries) -> str:
+    """First 16 hex digits of the sha256 of the dictionaries' symbols (ids in order)."""
+    h = hashlib.sha256()
+    for d in dictionaries:
+        h.update("\n".join(d.symbols).encode("utf-8"))
+        h.update(b"\0")
+    return h.hexdigest()[:16]
+
+
+def dictionary_grammar(dictionary) -> str:
+    """``paper`` or ``scan`` if ``dictionary`` is that grammar's fixed dictionary (the words of
+    :func:`fairseq_entropy.scan.binarize.dictionary_words` after fairseq's special symbols),
+    else ``custom``."""
+    words = dictionary.symbols[dictionary.nspecial:]
+    for name in ("paper", "scan"):
+        if words == dictionary_words(Grammar.by_name(name)):
+            return name
+    return "custom"
+
+
+class DictionaryMismatchError(RuntimeError):
+    """A checkpoint was trained on data with another dictionary than the data to decode."""
+
+
+class TrainingProgress:
+    """Wall-clock progress of one training run, logged at least every ``interval`` seconds.
+
+    Args:
+        interval: seconds between progress lines (0: never).
+        max_update: fairseq's ``--max-update`` (0: unbounded).
+        max_epoch: fairseq's ``--max-epoch`` (0: unbounded).
+        updates_per_epoch: estimate used until the first epoch has finished, or None.
+        clock: a function returning seconds (``time.monotonic``).
+    """
+
+    def __init__(self, interval: float, max_update: int, max_epoch: int,
+                 updates_per_epoch: Optional[int], clock=time.monotonic):
+        self.interval = interval
+        self.max_update = max_update or 0
+        self.max_epoch = max_epoch or 0
+        self.updates_per_epoch = updates_per_epoch
+        self.clock = clock
+        self.epoch = 1
+        self.epoch_start_update: Optional[int] = None
+        self.start: Optional[float] = None
+        self.start_update = 0
+        self.last_line: Optional[float] = None
+        self.seq_acc: Optional[float] = None
+
+    def begin_epoch(self, epoch: int, update: Optional[int]) -> None:
+        """Start of epoch ``epoch`` after ``update`` completed updates (None before the first
+        step)."""
+        if update is not None and self.epoch_start_update is not None and epoch > self.epoch:
+            self.updates_per_epoch = update - self.epoch_start_update
+        self.epoch, self.epoch_start_update = epoch, update
+
+    def total_updates(self) -> Optional[int]:
+        """Updates of the whole run: ``max_update``, or ``max_epoch`` x updates per epoch,
+        whichever is smaller; None when neither is known."""
+        bounds = [self.max_update] if self.max_update else []
+        if self.max_epoch and self.updates_per_epoch:
+            bounds.append(self.max_epoch * self.updates_per_epoch)
+        return min(bounds) if bounds else None
+
+    def step(self, update: int) -> Optional[str]:
+        """Called at every training step with fairseq's update number (updates completed
+        before the step); returns the progress line when one is due (else None)."""
+        now = self.clock()
+        if self.start is None:
+            self.start, self.start_update, self.last_line = now, update, now
+            if self.epoch_start_update is None:
+                self.epoch_start_update = update
+            return None
+        if not self.interval or now - self.last_line < self.interval:
+            return None
+        self.last_line = now
+        return self.line(update, now)
+
+    def line(self, update: int, now: float) -> str:
+        """``epoch k/N | update u/U | E s elapsed | ~L s left | last valid seq_acc A``."""
+        elapsed = now - self.start
+        total = self.total_updates()
+        epochs = self.max_epoch or (math.ceil(total / self.updates_per_epoch)
+                                    if total and self.updates_per_epoch else None)
+        done = update - self.start_update
+        left = "?" if not total or done <= 0 else \
+            f"~{max(total - update, 0) * elapsed / done:.0f}"
+        acc = "n/a" if self.seq_acc is None else f"{self.seq_acc:.4f}"
+        return (f"progress: epoch {self.epoch}/{epochs or '?'} | update {update}/"
+                f"{total or '?'} | {elapsed:.0f} s elapsed | {left} s left | "
+                f"last valid seq_acc {acc}")
 
 
 def exact_match(hyp_tokens: torch.Tensor, ref_tokens: torch.Tensor, pad: int, eos: int) -> bool:
@@ -102,13 +230,114 @@ class SystematicityTask(TranslationTask):
         else:
             task.manifest = None
             logger.info("no manifest.json in %s: training-set entropies unknown", first)
+        task.record_dictionaries(cfg)
+        task.data_dir = first
+        task.progress = None
+        task.valid_counts = [0, 0]
         return task
+
+    def record_dictionaries(self, cfg) -> None:
+        """Set ``dictionary_grammar`` and ``dictionary_hash`` in the task config.
+
+        fairseq's ``tasks.setup_task`` hands the task a merged copy of ``cfg.task`` whose
+        parent is the root config that the trainer saves in checkpoints; the values are set in
+        both, so that every checkpoint's ``cfg.task`` records them.
+        """
+        values = {"dictionary_grammar": dictionary_grammar(self.tgt_dict),
+                  "dictionary_hash": dictionary_hash(self.src_dict, self.tgt_dict)}
+        targets = [self.cfg]
+        parent = cfg._get_parent() if OmegaConf.is_config(cfg) else None
+        if OmegaConf.is_config(parent) and OmegaConf.is_config(parent.get("task")):
+            targets.append(parent.task)
+        for target in targets:
+            with open_dict(target) if OmegaConf.is_config(target) else nullcontext():
+                for key, value in values.items():
+                    setattr(target, key, value)
+
+    def dictionary_record(self) -> dict:
+        """Grammar, hash and sizes of this task's dictionaries (saved in checkpoints)."""
+        return {"grammar": self.cfg.dictionary_grammar, "hash": self.cfg.dictionary_hash,
+                "source_size": len(self.src_dict), "target_size": len(self.tgt_dict)}
+
+    def state_dict(self):
+        """fairseq's task state plus :meth:`dictionary_record` under ``dictionaries``."""
+        return {**super().state_dict(), "dictionaries": self.dictionary_record()}
+
+    def load_state_dict(self, state_dict):
+        """Check a checkpoint's dictionaries against the data's, then load the task state.
+
+        fairseq calls this with the checkpoint's task state before it builds the model and
+        loads the weights (``checkpoint_utils.load_model_ensemble_and_task``).
+
+        Raises:
+            DictionaryMismatchError: the checkpoint was trained with other dictionaries; the
+                message gives both grammars, hashes and sizes and the fix.
+        """
+        state_dict = dict(state_dict)
+        theirs = state_dict.pop("dictionaries", None)
+        if theirs is not None:
+            mine = self.dictionary_record()
+            if theirs.get("hash") != mine["hash"]:
+                fix = (f"re-binarize the data with --grammar {theirs.get('grammar')} "
+                       f"(fairseq-entropy binarize ... --grammar {theirs.get('grammar')})"
+                       if theirs.get("grammar") in ("paper", "scan") else
+                       "binarize the data with the dictionary the model was trained on")
+                raise DictionaryMismatchError(
+                    f"the checkpoint was trained on data with the {theirs.get('grammar')} "
+                    f"grammar's dictionary ({theirs.get('source_size')} source / "
+                    f"{theirs.get('target_size')} target symbols, hash {theirs.get('hash')}), "
+                    f"but {self.data_dir} uses the {mine['grammar']} grammar's dictionary "
+                    f"({mine['source_size']} / {mine['target_size']} symbols, hash "
+                    f"{mine['hash']}); the token ids do not match. Fix: {fix}, or decode "
+                    f"data binarized with --grammar {theirs.get('grammar')}")
+        super().load_state_dict(state_dict)
 
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
         super().load_dataset(split, epoch=epoch, combine=combine, **kwargs)
         if self.cfg.random_batches and split == self.cfg.train_subset:
             self.cfg.rebuild_batches = True
             self.datasets[split] = RandomOrderDataset(self.datasets[split])
+
+    def begin_epoch(self, epoch, model):
+        """Start the progress clock's epoch ``epoch`` (fairseq hook)."""
+        super().begin_epoch(epoch, model)
+        if self.progress is None:
+            self.progress = self._new_progress()
+        self.progress.begin_epoch(epoch, getattr(self, "_last_update", None))
+
+    def _new_progress(self) -> TrainingProgress:
+        def option(name):  # an int, or 0 when unset (or not resolvable outside fairseq-train)
+            try:
+                value = getattr(self.cfg, name)
+            except Exception:
+                return 0
+            return value if isinstance(value, int) else 0
+
+        estimate = None
+        train = self.datasets.get(self.cfg.train_subset)
+        if train is not None and option("batch_size") and not option("max_tokens"):
+            estimate = math.ceil(len(train) / option("batch_size"))
+        return TrainingProgress(self.cfg.progress_interval, option("max_update"),
+                                option("max_epoch"), estimate)
+
+    def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
+        """fairseq's training step, then the progress line when one is due."""
+        out = super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
+        if self.progress is None:
+            self.progress = self._new_progress()
+        self._last_update = update_num + 1  # updates completed once this step is done
+        correct, total = self.valid_counts
+        if total:
+            self.progress.seq_acc = correct / total
+        line = self.progress.step(update_num)
+        if line:
+            logger.info(line)
+        return out
+
+    def begin_valid_epoch(self, epoch, model):
+        """Reset the validation exact-match counts of the progress line (fairseq hook)."""
+        super().begin_valid_epoch(epoch, model)
+        self.valid_counts = [0, 0]
 
     def build_model(self, cfg, from_checkpoint=False):
         model = super().build_model(cfg, from_checkpoint)
@@ -128,6 +357,8 @@ class SystematicityTask(TranslationTask):
                 for i in range(len(hyps)))
             logging_output["_seq_acc_correct"] = correct
             logging_output["_seq_acc_total"] = len(hyps)
+            self.valid_counts[0] += correct
+            self.valid_counts[1] += len(hyps)
         return loss, sample_size, logging_output
 
     def reduce_metrics(self, logging_outputs, criterion):

@@ -1,0 +1,147 @@
+"""The systematicity task's checkpoint record (grammar, dictionary hash), its clear error when
+a checkpoint meets data binarized with another dictionary, and its training progress line."""
+
+import hashlib
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import fairseq_entropy
+from fairseq_entropy.scan.binarize import binarize_level, dictionary_words
+from fairseq_entropy.scan.datafiles import Example, write_pair
+from fairseq_entropy.scan.grammar import Grammar
+from fairseq_entropy.tasks.systematicity import TrainingProgress
+
+USER_DIR = os.path.dirname(fairseq_entropy.__file__)
+SPECIALS = ["<s>", "<pad>", "</s>", "<unk>"]
+
+
+def fairseq(module, *args, cwd):
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    return subprocess.run([sys.executable, "-m", module, *map(str, args)], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def write_level(root: Path, grammar: Grammar, n: int) -> Path:
+    """The first ``n`` two-clause commands of ``grammar`` as train/valid/test, binarized."""
+    commands = []
+    for c in grammar.commands(one_clause=False):
+        commands.append(Example(str(c), " ".join(grammar.interpret(c))))
+        if len(commands) == n:
+            break
+    raw = root / f"{grammar.name}_raw"
+    raw.mkdir()
+    for split in ("train", "valid", "test"):
+        write_pair(raw / split, commands)
+    return binarize_level(raw, root / f"{grammar.name}_bin", grammar)
+
+
+@pytest.fixture(scope="module")
+def paper_run(tmp_path_factory):
+    """A tiny scan_transformer trained 10 updates on paper-grammar data (40 commands, batch 8:
+    5 updates per epoch, so the run is exactly 2 epochs)."""
+    tmp = tmp_path_factory.mktemp("mismatch")
+    data = write_level(tmp, Grammar.paper(), 40)
+    res = fairseq("fairseq_cli.train", data, "--user-dir", USER_DIR, "--task", "systematicity",
+                  "--source-lang", "in", "--target-lang", "out", "--arch", "scan_transformer_paper",
+                  "--embed-dim", "16", "--encoder-layers", "1", "--decoder-layers", "1",
+                  "--criterion", "cross_entropy", "--optimizer", "adam", "--lr", "1e-3",
+                  "--batch-size", "8", "--max-update", "10", "--eval-seq-acc",
+                  "--progress-interval", "1e-9", "--save-dir", tmp / "ck",
+                  "--no-epoch-checkpoints", "--cpu", "--num-workers", "0",
+                  "--log-format", "simple", "--seed", "1", cwd=tmp)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return tmp, data, res.stdout + res.stderr
+
+
+def expected_hash(words):
+    h = hashlib.sha256()
+    for _ in ("source", "target"):
+        h.update("\n".join(SPECIALS + words).encode())
+        h.update(b"\0")
+    return h.hexdigest()[:16]
+
+
+def test_checkpoint_records_grammar_and_dictionary_hash(paper_run):
+    tmp, _, _ = paper_run
+    state = torch.load(tmp / "ck" / "checkpoint_last.pt", weights_only=True)
+    words = dictionary_words(Grammar.paper())
+    assert state["cfg"]["task"]["dictionary_grammar"] == "paper"
+    assert state["cfg"]["task"]["dictionary_hash"] == expected_hash(words)
+    assert state["task_state"]["dictionaries"] == {
+        "grammar": "paper", "hash": expected_hash(words),
+        "source_size": 4 + len(words), "target_size": 4 + len(words)}
+
+
+def generate(tmp, data):
+    return fairseq("fairseq_cli.generate", data, "--user-dir", USER_DIR, "--task",
+                   "systematicity", "--source-lang", "in", "--target-lang", "out", "--path",
+                   tmp / "ck" / "checkpoint_last.pt", "--gen-subset", "test", "--beam", "1",
+                   "--max-len-a", "0", "--max-len-b", "20", "--batch-size", "64",
+                   "--required-batch-size-multiple", "1", "--cpu", cwd=tmp)
+
+
+def test_decoding_data_of_the_same_grammar_works(paper_run):
+    tmp, data, _ = paper_run
+    res = generate(tmp, data)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert res.stdout.count("\nH-") == 40
+
+
+def test_decoding_data_of_another_grammar_names_both_dictionaries_and_the_fix(paper_run):
+    tmp, _, _ = paper_run
+    scan_data = write_level(tmp, Grammar.scan(), 20)
+    res = generate(tmp, scan_data)
+    assert res.returncode != 0
+    paper_size = 4 + len(dictionary_words(Grammar.paper()))
+    scan_size = 4 + len(dictionary_words(Grammar.scan()))
+    assert paper_size != scan_size
+    err = res.stderr
+    assert "DictionaryMismatchError" in err and "size mismatch" not in err
+    assert (f"trained on data with the paper grammar's dictionary ({paper_size} source / "
+            f"{paper_size} target symbols") in err
+    assert f"but {scan_data} uses the scan grammar's dictionary ({scan_size} / {scan_size}" in err
+    assert "Fix: re-binarize the data with --grammar paper" in err
+
+
+def test_training_logs_progress_with_epochs_updates_and_last_seq_acc(paper_run):
+    _, _, log = paper_run
+    lines = re.findall(r"progress: epoch (\d+)/(\S+) \| update (\d+)/(\S+) \| (\d+) s elapsed "
+                       r"\| (\S+) s left \| last valid seq_acc (\S+)", log)
+    assert lines, log[-2000:]
+    # 40 commands / batch 8 = 5 updates per epoch; --max-update 10 -> 2 epochs (estimated from
+    # the data in epoch 1, measured from epoch 1 in epoch 2)
+    assert {(e, n, total) for e, n, _, total, *_ in lines} == {("1", "2", "10"),
+                                                               ("2", "2", "10")}
+    updates = [int(u) for _, _, u, *_ in lines]
+    assert updates == sorted(updates) and updates[-1] == 9
+    valid = re.findall(r"valid on 'valid' subset .*?seq_acc ([0-9.]+)", log)
+    assert valid  # the epoch-2 lines report the epoch-1 validation
+    epoch2 = [acc for e, *_, acc in lines if e == "2"]
+    assert epoch2 and all(float(a) == pytest.approx(float(valid[0]), abs=1e-4) for a in epoch2)
+    assert all(acc == "n/a" for e, *_, acc in lines if e == "1")
+
+
+def test_progress_line_from_a_fake_clock():
+    now = [0.0]
+    p = TrainingProgress(30, max_update=100, max_epoch=0, updates_per_epoch=10,
+                         clock=lambda: now[0])
+    assert p.step(0) is None                      # starts the clock
+    now[0] = 20.0
+    assert p.step(10) is None                     # 20 s < 30 s since the start
+    now[0] = 31.0
+    p.seq_acc = 0.5
+    # 20 updates in 31 s, 80 left -> 80 * 31 / 20 = 124 s
+    assert p.step(20) == ("progress: epoch 1/10 | update 20/100 | 31 s elapsed | ~124 s left "
+                          "| last valid seq_acc 0.5000")
+    now[0] = 40.0
+    assert p.step(25) is None                     # 9 s since the last line
+    p.begin_epoch(2, 30)                          # measured: 30 updates in epoch 1
+    assert p.updates_per_epoch == 30 and p.total_updates() == 100
+    p.max_epoch = 2                               # 2 epochs x 30 < 100 updates
+    assert p.total_updates() == 60
