@@ -1,1 +1,2 @@
-"""The SCAN-family language and its data sets: grammar, slot entropy, builders, files, binarization."""
+"""The SCAN-family language and its data sets: grammar, slot entropy, builders, files,
+binarization."""
