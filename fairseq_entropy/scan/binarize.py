@@ -134,7 +134,7 @@ def binarize_level(level_dir: str | os.PathLike, dest: str | os.PathLike, gramma
         run_preprocess(level_dir, tmp, dict_path, splits, workers)
         os.unlink(dict_path)
         if (level_dir / "manifest.json").exists():
-            shutil.copy(level_dir / "manifest.json", tmp / "manifest.json")
+            shutil.copyfile(level_dir / "manifest.json", tmp / "manifest.json")
     return dest
 
 
