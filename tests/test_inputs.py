@@ -147,6 +147,22 @@ def test_directories_given_as_files_are_named(tmp_path, capsys):
     assert f"{d}/manifest.json not found" in capsys.readouterr().err
 
 
+def test_files_given_where_output_directories_go_are_named(tmp_path, capsys):
+    f = tmp_path / "afile"
+    f.write_text("x\n")
+    assert cli(["build", "exp1", "--levels", "3", "--n", "64", "--out", str(f)]) == 2
+    assert f"{f} is a file. Fix: --out names the directory" in capsys.readouterr().err
+    assert cli(["build", "exp1", "--levels", "3", "--n", "64", "--out", str(f / "sub")]) == 2
+    assert f"{f} is a file, but {f / 'sub' / 'manifest.json'} needs it to be a directory" in \
+        capsys.readouterr().err
+    level = make_level(tmp_path / "lv", PAIRS, PAIRS, PAIRS)
+    assert cli(["binarize", str(level), "--out", str(f)]) == 2
+    assert f"{f} is a file, not a directory" in capsys.readouterr().err
+    assert cli(["aggregate", str(tmp_path), "--out", str(f)]) == 2  # no score.json at all
+    assert f"no score.json under {tmp_path}" in capsys.readouterr().err
+    assert f.read_text() == "x\n"
+
+
 # ----------------------------------------------------------------------------- recipes
 @pytest.mark.parametrize("script,argv", [("train_level.sh", []),
                                          ("train_level.sh", ["exp1_cnn", "data"]),

@@ -28,8 +28,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from .. import __version__
-from .datafiles import (Example, atomic_directory, atomic_write_text, read_json, write_pair,
-                        write_scan_file)
+from .datafiles import (Example, atomic_directory, atomic_write_text, make_parent_dirs,
+                        read_json, write_pair, write_scan_file)
 from .entropy import SlotStatistics, entropy_bits
 from .grammar import CONJUNCTIONS, Command, Grammar, two_clause
 
@@ -404,6 +404,9 @@ def write_build(out_dir: str | os.PathLike, grammar: Grammar, levels: Sequence[L
         BuildError: ``out_dir`` holds a different build (or unrelated files) and not ``force``.
     """
     out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise BuildError(f"{out} is a file. Fix: --out names the directory to write the build "
+                         "into")
     manifest_path = out / BUILD_MANIFEST
     record = {"package": "fairseq-entropy", "package_version": __version__,
               "grammar": grammar.name, "verbs": list(grammar.verbs), **params}
@@ -422,7 +425,7 @@ def write_build(out_dir: str | os.PathLike, grammar: Grammar, levels: Sequence[L
                              "an empty or new --out, or pass --force to replace it")
         else:
             shutil.rmtree(out)
-    out.mkdir(parents=True, exist_ok=True)
+    make_parent_dirs(manifest_path)
     old_levels = []
     if manifest_path.exists():
         old_levels = [n for n in read_json(manifest_path).get("levels", [])

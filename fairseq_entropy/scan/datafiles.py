@@ -226,15 +226,38 @@ def remove_stale_partials(path: str | os.PathLike) -> List[Path]:
     return removed
 
 
+def make_parent_dirs(path: str | os.PathLike) -> None:
+    """Create the parent directories of ``path``.
+
+    Raises:
+        DataFormatError: a file stands where a directory is needed (names it and the fix).
+    """
+    parent = Path(path).parent
+    for p in [parent, *parent.parents]:
+        if p.exists():
+            if not p.is_dir():
+                raise DataFormatError(f"{p} is a file, but {path} needs it to be a directory. "
+                                      "Fix: choose an output path under a directory")
+            break
+    parent.mkdir(parents=True, exist_ok=True)
+
+
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     """Write ``data`` to ``path`` through a temporary file renamed into place.
 
     The file gets the permissions of a plainly created file (0666 minus the umask); temporary
     files of earlier interrupted writes of ``path`` are removed first
     (:func:`remove_stale_partials`).
+
+    Raises:
+        DataFormatError: ``path`` is a directory, or a file stands where a parent directory
+            is needed.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_parent_dirs(path)
+    if path.is_dir():
+        raise DataFormatError(f"{path} is a directory, not a file. Fix: choose another output "
+                              "path, or remove the directory")
     remove_stale_partials(path)
     fd, tmp = tempfile.mkstemp(prefix=_partial_prefix(path.name), dir=path.parent)
     try:
@@ -260,9 +283,16 @@ def atomic_directory(dest: str | os.PathLike):
     On any exception the temporary directory is removed and ``dest`` is left as it was.  The
     directory gets the permissions of a plainly created one (0777 minus the umask); temporary
     directories of earlier interrupted writes of ``dest`` are removed first.
+
+    Raises:
+        DataFormatError: ``dest`` is a file, or a file stands where a parent directory is
+            needed.
     """
     dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
+    make_parent_dirs(dest)
+    if dest.exists() and not dest.is_dir():
+        raise DataFormatError(f"{dest} is a file, not a directory. Fix: choose another output "
+                              "directory, or remove the file")
     remove_stale_partials(dest)
     tmp = Path(tempfile.mkdtemp(prefix=_partial_prefix(dest.name), dir=dest.parent))
     try:
