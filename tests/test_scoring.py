@@ -212,6 +212,11 @@ def test_score_needs_a_known_preset_and_seed(tmp_path, capsys):
     gen = tmp_path / "gen.txt"
     gen.write_text(GEN)
     level = make_level(tmp_path / "level")
+    assert cli(["score", str(gen), "--out", str(tmp_path / "s"), "--preset", "exp1_cnn",
+                "--seed", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "the decoded data is unknown (no --data; no checkpoint at " in err
+    assert "Fix: pass --data LEVEL_DIR" in err
     assert score(gen, tmp_path / "s", level, preset=None) == 2
     err = capsys.readouterr().err
     assert "the preset is unknown (no --preset; no checkpoint at " in err
