@@ -4,7 +4,11 @@ The dictionary lists every command word and every action of the grammar, so toke
 across levels, test sets and experiments.  It is passed to ``fairseq-preprocess`` as both
 ``--srcdict`` and ``--tgtdict`` (``--joined-dictionary`` cannot be combined with them).
 fairseq-preprocess silently maps unknown words to ``<unk>``; :func:`check_vocabulary` refuses
-such data before it runs.
+such data before it runs, and every pair is checked with the grammar's interpreter.
+
+SCAN-format files (:func:`binarize_scan_files`) get a validation split held out of the training
+file when none is given (:func:`hold_out`) and a manifest recording the source files, their
+hashes and the restricted (verb, slot) pairs (:func:`scan_manifest`).
 """
 
 from __future__ import annotations
