@@ -6,11 +6,14 @@ Subcommands::
     fairseq-entropy build exp2 --out DIR [--support 1..8] [--restricted-verb lunge]
     fairseq-entropy build scan --out FILE [--actions scan|paper]
     fairseq-entropy measure FILE... [--train FILE]
-    fairseq-entropy binarize BUILD_DIR --out DATABIN | --train F --valid F --test F --out DIR
-    fairseq-entropy score GENERATE_OUTPUT --out DIR [--data LEVEL_DIR --model M --seed S]
+    fairseq-entropy binarize BUILD_DIR --out DATABIN
+    fairseq-entropy binarize --train F [--valid F | --valid-fraction P] --test F --out DIR
+    fairseq-entropy score GENERATE_OUTPUT --out DIR [--data LEVEL_DIR] [--preset P] [--seed S]
+                          [--checkpoint last|best] [--path CHECKPOINT] [--force]
     fairseq-entropy aggregate RUNS_DIR... --out DIR
     fairseq-entropy train-args PRESET --data LEVEL_DATABIN [--epochs E]
     fairseq-entropy recipes-dir
+    fairseq-entropy user-dir
 
 Errors are printed as one line ``fairseq-entropy: error: ...`` with exit status 2; nothing is
 written when a command fails.
@@ -48,6 +51,26 @@ def _ints(text: str) -> List[int]:
     return out
 
 
+def _number(kind, low=None, high=None, low_open=False, high_open=False, what="a number"):
+    """An argparse type: ``kind(text)`` within [low, high] (open where asked)."""
+    def parse(text: str):
+        try:
+            x = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if (low is not None and (x < low or (low_open and x == low))) or \
+                (high is not None and (x > high or (high_open and x == high))):
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+        return x
+    return parse
+
+
+_fraction = _number(float, 0.0, 1.0, True, True, "a fraction strictly between 0 and 1")
+_positive_int = _number(int, 1, what="a positive integer")
+_positive_float = _number(float, 0.0, low_open=True, what="a positive number")
+_seed = _number(int, 0, 2 ** 32 - 1, what="a seed between 0 and 2**32-1")
+
+
 def _verbs(text: str) -> List[str]:
     return [v.strip() for v in text.split(",") if v.strip()]
 
@@ -72,15 +95,17 @@ def build_parser() -> argparse.ArgumentParser:
     for name, help_ in (("exp1", "Experiment 1 (mixing)"), ("exp2", "Experiment 2 (support)")):
         e = bsub.add_parser(name, help=help_)
         e.add_argument("--out", required=True, help="output directory (one subdir per level)")
-        e.add_argument("--seed", type=int, default=1)
+        e.add_argument("--seed", type=_seed, default=1, help="data seed")
         e.add_argument("--verbs", type=_verbs, default=list(PAPER_VERBS),
                        help="comma-separated verbs (default: the paper's 8)")
-        e.add_argument("--valid-fraction", type=float, default=0.05)
+        e.add_argument("--valid-fraction", type=_fraction, default=0.05,
+                       help="validation size as a fraction, in (0, 1)")
         e.add_argument("--force", action="store_true", help="replace a different build in --out")
         if name == "exp1":
             e.add_argument("--levels", type=_floats, default=[0, 0.5, 1, 1.5, 2, 2.5, 3],
                            help="target second-slot entropies in bits (default 0,0.5,...,3)")
-            e.add_argument("--n", type=int, default=6000, help="training commands per level")
+            e.add_argument("--n", type=_positive_int, default=6000,
+                           help="training commands per level")
             e.add_argument("--restricted-verb", default="jump")
         else:
             e.add_argument("--support", type=_ints, default=list(range(1, 9)),
@@ -107,18 +132,31 @@ def build_parser() -> argparse.ArgumentParser:
     z.add_argument("--grammar", choices=["paper", "scan"], default=None,
                    help="dictionary to use (default: from the build manifest; 'scan' for "
                         "SCAN files)")
-    z.add_argument("--train"), z.add_argument("--valid"), z.add_argument("--test")
-    z.add_argument("--workers", type=int, default=1)
+    z.add_argument("--train", help="SCAN-format training file (IN: ... OUT: ...)")
+    z.add_argument("--valid", help="SCAN-format validation file (default: held out of --train)")
+    z.add_argument("--test", help="SCAN-format test file")
+    z.add_argument("--valid-fraction", type=_fraction, default=None,
+                   help="without --valid: fraction of --train held out for validation "
+                        "(default 0.05)")
+    z.add_argument("--seed", type=_seed, default=1, help="seed of the held-out validation draw")
+    z.add_argument("--workers", type=_positive_int, default=1)
 
     sc = sub.add_parser("score", help="exact-match accuracy of fairseq-generate output")
     sc.add_argument("generate_output")
     sc.add_argument("--out", required=True, help="directory for examples.tsv and score.json")
-    sc.add_argument("--data", help="level directory (raw or binarized) with manifest.json")
-    sc.add_argument("--model"), sc.add_argument("--seed", type=int)
-    sc.add_argument("--checkpoint", default="last", help="label: last or best")
-    sc.add_argument("--split", default="test", help="split that was decoded; with --data the "
-                    "output must cover exactly that split's samples (without --data the sample "
-                    "count is not checked)")
+    sc.add_argument("--data", help="level directory (raw or binarized) with manifest.json "
+                    "(default: the training data recorded in the checkpoint)")
+    sc.add_argument("--preset", help="preset the run was trained with (default: the one "
+                    "preset of the checkpoint's architecture and the data's experiment)")
+    sc.add_argument("--model", help="model name (default: the preset's)")
+    sc.add_argument("--seed", type=_seed, help="training seed (default: the checkpoint's)")
+    sc.add_argument("--checkpoint", default="last", choices=["last", "best"],
+                    help="which checkpoint was decoded")
+    sc.add_argument("--path", help="the checkpoint that was decoded (default: "
+                    "checkpoints/checkpoint_<label>.pt beside the generate output, if present)")
+    sc.add_argument("--split", default="test", help="split that was decoded; the output must "
+                    "be a decode of exactly that split's commands, id by id")
+    sc.add_argument("--force", action="store_true", help="replace an existing score.json")
 
     a = sub.add_parser("aggregate", help="results.tsv, summary and plot from score.json files")
     a.add_argument("roots", nargs="+")
@@ -129,12 +167,13 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--data", required=True, help="binarized level directory")
     t.add_argument("--presets", help="presets file (default: the presets.json shipped in "
                                      "fairseq_entropy/experiments)")
-    t.add_argument("--epochs", type=float)
-    t.add_argument("--max-update", type=int)
+    t.add_argument("--epochs", type=_positive_float)
+    t.add_argument("--max-update", type=_positive_int)
     t.add_argument("--field", help="print one field of the preset instead (e.g. model)")
 
     sub.add_parser("recipes-dir", help="print the directory of the shell recipes "
                                        "(train_level.sh, quickstart.sh)")
+    sub.add_parser("user-dir", help="print the absolute path to pass to fairseq's --user-dir")
     return p
 
 
@@ -224,6 +263,10 @@ def cmd_binarize(args) -> None:
 
     if args.build_dir and (args.train or args.valid or args.test):
         raise ValueError("pass either a build directory or --train/--valid/--test, not both")
+    if args.build_dir and args.valid_fraction is not None:
+        raise ValueError("--valid-fraction applies to --train files; a build directory has "
+                         "its validation split. Fix: drop --valid-fraction (or rebuild with "
+                         "'build ... --valid-fraction')")
     if args.build_dir:
         g = Grammar.by_name(args.grammar) if args.grammar else None
         dirs = level_dirs(args.build_dir)
@@ -235,36 +278,101 @@ def cmd_binarize(args) -> None:
     else:
         g = Grammar.by_name(args.grammar or "scan")
         outs = [binarize_scan_files(args.out, g, args.train, args.valid, args.test,
-                                    args.workers)]
+                                    args.workers, args.valid_fraction, args.seed)]
+        man = json.loads((Path(args.out) / "manifest.json").read_text())
+        held = man["valid"]
+        if "fraction" in held:
+            print(f"no --valid file: held out {man['sizes']['valid']} of the "
+                  f"{man['sizes']['train'] + man['sizes']['valid']} commands of {args.train} "
+                  f"for validation (fraction {held['fraction']}, seed {held['seed']})")
+        pairs = ", ".join(f"({v}, {slot})" for v, slot in man["restricted_pairs"]) or "none"
+        print(f"splits: {', '.join(f'{k} {v}' for k, v in man['sizes'].items())}; "
+              f"(verb, slot) pairs in test but not in train: {pairs}")
     for o in outs:
         print(f"binarized {o}")
 
 
+def _score_provenance(args) -> dict:
+    """Resolve the data, preset, model and seed of a decode for ``score``.
+
+    Each comes from its option, else from the decoded checkpoint (``--path``, or
+    ``checkpoints/checkpoint_<label>.pt`` beside the generate output): its training data, its
+    architecture (the one preset of that architecture and the data's experiment) and its seed.
+
+    Raises:
+        ValueError: a value that cannot be known, or options that contradict the checkpoint.
+    """
+    from .analysis.scoring import (load_data_manifest, provenance, read_checkpoint_info)
+    from .experiments.presets import PresetError, load_presets
+
+    ckpt = Path(args.path) if args.path else \
+        Path(args.generate_output).parent / "checkpoints" / f"checkpoint_{args.checkpoint}.pt"
+    if args.path and not ckpt.is_file():
+        raise ValueError(f"{ckpt}: checkpoint not found. Fix: pass --path with the checkpoint "
+                         "that was decoded")
+    info = read_checkpoint_info(ckpt) if ckpt.is_file() else None
+    where = f"checkpoint {ckpt}" if info else f"no checkpoint at {ckpt}"
+
+    data = args.data or (info or {}).get("data")
+    if not data or not Path(data).is_dir():
+        raise ValueError(f"the decoded data is unknown (no --data; {where}"
+                         f"{', whose data ' + repr(data) + ' is not a directory' if data else ''}"
+                         "). Fix: pass --data LEVEL_DIR")
+    manifest, sha = load_data_manifest(data)
+
+    presets = load_presets()
+    preset = args.preset
+    if preset is not None and preset not in presets:
+        raise PresetError(f"unknown preset {preset!r}; known: {', '.join(sorted(presets))}")
+    if info and info["arch"]:
+        same_arch = sorted(n for n, p in presets.items() if p.get("arch") == info["arch"])
+        if preset is not None and preset not in same_arch:
+            raise ValueError(f"{ckpt} was trained with --arch {info['arch']}, but preset "
+                             f"{preset} uses {presets[preset].get('arch')}. Fix: pass the "
+                             f"preset of the run (one of: {', '.join(same_arch) or 'none'})")
+        if preset is None:
+            fits = [n for n in same_arch
+                    if presets[n].get("experiment") == manifest.get("experiment")]
+            if len(fits) != 1:
+                raise ValueError(f"cannot tell the preset of {ckpt} (arch {info['arch']}, "
+                                 f"experiment {manifest.get('experiment')}): candidates "
+                                 f"{', '.join(fits or same_arch) or 'none'}. Fix: pass --preset")
+            preset = fits[0]
+    if preset is None:
+        raise ValueError(f"the preset is unknown (no --preset; {where}). Fix: pass --preset "
+                         "NAME (fairseq-entropy train-args lists them) or --path CHECKPOINT")
+    model = presets[preset].get("model", preset)
+    if args.model is not None and args.model != model:
+        raise ValueError(f"--model {args.model} contradicts preset {preset}, whose model is "
+                         f"{model}. Fix: drop --model (it is read from the preset)")
+
+    seed = args.seed
+    if info and info["seed"] is not None:
+        if seed is not None and seed != info["seed"]:
+            raise ValueError(f"--seed {seed} contradicts {ckpt}, trained with seed "
+                             f"{info['seed']}. Fix: drop --seed (it is read from the checkpoint)")
+        seed = info["seed"]
+    if seed is None:
+        raise ValueError(f"the training seed is unknown (no --seed; {where}). Fix: pass --seed "
+                         "S or --path CHECKPOINT")
+    return {"data": data, "meta": provenance(manifest, sha, data, args.split, args.checkpoint,
+                                             preset, model, seed,
+                                             info["path"] if info else None)}
+
+
 def cmd_score(args) -> None:
-    """``score``: exact-match accuracy of one fairseq-generate output."""
+    """``score``: exact-match accuracy of one fairseq-generate output, with its provenance."""
     from .analysis.scoring import write_score
 
-    meta = {"model": args.model, "seed": args.seed, "checkpoint": args.checkpoint,
-            "split": args.split}
-    expected = None
-    if args.data:
-        manifest = Path(args.data) / "manifest.json"
-        if not manifest.exists():
-            raise ValueError(f"{manifest} not found. Fix: --data must be a level directory "
-                             "written by 'build' or 'binarize'")
-        info = json.loads(manifest.read_text())
-        meta.update(experiment=info.get("experiment"), level=info.get("level"),
-                    entropy_bits=info.get("entropy_bits"),
-                    target_entropy_bits=info.get("target_entropy_bits"))
-        sizes = info.get("sizes", {})
-        if args.split not in sizes:
-            raise ValueError(f"{manifest} has no split {args.split!r}; it has "
-                             f"{', '.join(sorted(sizes)) or 'none'}. Fix: pass one of them "
-                             "with --split")
-        expected = sizes[args.split]
-    rec = write_score(args.generate_output, args.out, meta, expected, args.split)
-    print(f"exact-match accuracy {rec['accuracy']:.4f} ({rec['correct']}/{rec['n']}); "
-          f"wrote {args.out}/score.json")
+    if (Path(args.out) / "score.json").exists() and not args.force:
+        raise ValueError(f"{Path(args.out) / 'score.json'} already exists. Fix: pass --force "
+                         "to replace it, or choose another --out")
+    run = _score_provenance(args)
+    rec = write_score(args.generate_output, args.out, run["meta"], run["data"], args.split,
+                      args.force)
+    print(f"exact-match accuracy {rec['accuracy']:.4f} ({rec['correct']}/{rec['n']}) on "
+          f"{rec['experiment']} {rec['level']} {args.split}, preset {rec['preset']}, seed "
+          f"{rec['seed']}, {rec['checkpoint']} checkpoint; wrote {args.out}/score.json")
 
 
 def cmd_aggregate(args) -> None:
@@ -273,8 +381,8 @@ def cmd_aggregate(args) -> None:
 
     res = aggregate(args.roots, args.out)
     print(res["table"], end="")
-    for (exp, model, ckpt), rho in sorted(res["spearman"].items()):
-        print(f"Spearman(entropy, accuracy) {exp} {model} {ckpt}: "
+    for (exp, preset, n_train, ckpt), rho in sorted(res["spearman"].items(), key=str):
+        print(f"Spearman(entropy, accuracy) {exp} {preset} N={n_train} {ckpt}: "
               f"{'n/a' if rho is None else f'{rho:.3f}'}")
     print(f"results: {res['results']}\nsummary: {res['summary']}\nplot:    {res['plot']}")
 
@@ -332,9 +440,14 @@ def quiet_libraries() -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
+def cmd_user_dir(args) -> None:
+    """``user-dir``: the absolute path of this package, for ``fairseq-* --user-dir``."""
+    print(Path(__file__).resolve().parent)
+
+
 COMMANDS = {"build": cmd_build, "measure": cmd_measure, "binarize": cmd_binarize,
             "score": cmd_score, "aggregate": cmd_aggregate, "train-args": cmd_train_args,
-            "recipes-dir": cmd_recipes_dir}
+            "recipes-dir": cmd_recipes_dir, "user-dir": cmd_user_dir}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -6,6 +6,11 @@
 # Re-running skips levels already finished.  Environment: OUT (default demo), SEED, LEVELS,
 # PRESET, EPOCHS (override the preset's), JOBS (levels trained at once; default: one per core on a CPU).
 set -euo pipefail
+if [ $# -gt 0 ]; then
+  echo "usage: [OUT=demo] [SEED=1] [LEVELS=0,1,2,3] [PRESET=...] [EPOCHS=E] [JOBS=J] $0" >&2
+  echo "  (no arguments: settings come from the environment variables above)" >&2
+  exit 2
+fi
 here=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-demo}
 seed=${SEED:-1}

@@ -10,6 +10,13 @@
 # fairseq's default of 8 silently drops the last sentences of a split whose size is not a
 # multiple of 8 (e.g. 6 of the 174 validation commands at 0 bits).
 set -euo pipefail
+if [ $# -lt 3 ] || [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then
+  echo "usage: $0 PRESET LEVEL_DATABIN RUN_DIR [extra fairseq-train args...]" >&2
+  echo "  e.g. $0 exp1_transformer_sinusoidal data-bin/exp1/entropy_3.0 runs/exp1/seed1/entropy_3.0" >&2
+  echo "  PRESET: a preset name of recipes/presets.json (the README lists them)" >&2
+  echo "  environment: SEED EPOCHS MAX_UPDATE DEVICE GEN_BATCH" >&2
+  exit 2
+fi
 preset=$1 data=$2 run=$3; shift 3
 here=$(cd "$(dirname "$0")" && pwd)
 # the plugin: the package this folder is installed in (fairseq_entropy/recipes/), or the
@@ -51,7 +58,7 @@ generate() {  # generate CHECKPOINT_NAME LABEL
 }
 score() {  # score LABEL
   fairseq-entropy score "$run/generate-$1.txt" --out "$run/$1" --data "$data" \
-    --model "$model" --seed "$seed" --checkpoint "$1"
+    --preset "$preset" --model "$model" --seed "$seed" --checkpoint "$1" --force
 }
 generate checkpoint_last.pt last
 if cmp -s "$run/checkpoints/checkpoint_best.pt" "$run/checkpoints/checkpoint_last.pt"; then

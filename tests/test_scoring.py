@@ -1,11 +1,19 @@
+import argparse
 import csv
+import hashlib
 import json
+import os
+import stat
+from pathlib import Path
 
 import pytest
+import torch
 
+from fairseq_entropy.analysis.scoring import (ScoreError, paper_curve, read_generate_output,
+                                              score_generate_output, spearman, summarize)
 from fairseq_entropy.cli import main as cli
-from fairseq_entropy.analysis.scoring import (ScoreError, read_generate_output, score_generate_output,
-                                     spearman, summarize)
+
+REPO = Path(__file__).resolve().parents[1]
 
 GEN = """\
 2026-01-01 | INFO | fairseq_cli.generate | loading
@@ -59,8 +67,8 @@ def test_missing_reference_is_an_error(tmp_path):
 
 
 def test_summary_and_spearman():
-    rows = [{"experiment": "exp1", "model": "m", "checkpoint": "last", "level": f"l{h}",
-             "entropy_bits": h, "accuracy": a, "seed": s}
+    rows = [{"experiment": "exp1", "preset": "p", "model": "m", "n_train": 6000,
+             "checkpoint": "last", "level": f"l{h}", "entropy_bits": h, "accuracy": a, "seed": s}
             for h, accs in ((0.0, (0.0, 0.1)), (1.0, (0.4, 0.6)), (2.0, (0.9, 0.9)),
                             (3.0, (1.0, 0.98)))
             for s, a in enumerate(accs)]
@@ -68,64 +76,285 @@ def test_summary_and_spearman():
     assert [round(r["mean"], 6) for r in summ] == [0.05, 0.5, 0.9, 0.99]
     assert summ[1]["std"] == pytest.approx(0.1414213562, rel=1e-6)  # sample std of 0.4, 0.6
     assert summ[2]["std"] == 0.0 and summ[0]["n"] == 2
-    assert spearman(summ)[("exp1", "m", "last")] == pytest.approx(1.0)
+    assert spearman(summ)[("exp1", "p", 6000, "last")] == pytest.approx(1.0)
+
+
+#: commands of GEN by sample id
+GEN_SOURCES = ["jump and walk", "jump twice and jump", "jump after walk", "look after jump left"]
+GEN_TARGETS = ["JUMP WALK", "JUMP JUMP JUMP", "WALK JUMP", "LTURN JUMP LOOK"]
+
+
+def make_level(root, test_sources=GEN_SOURCES, test_targets=GEN_TARGETS, **manifest):
+    """A raw level directory whose test split is ``test_sources``, with a manifest."""
+    root.mkdir(parents=True)
+    (root / "test.in").write_text("".join(c + "\n" for c in test_sources))
+    (root / "test.out").write_text("".join(a + "\n" for a in test_targets))
+    (root / "valid.in").write_text("walk\nrun\n")
+    (root / "valid.out").write_text("WALK\nRUN\n")
+    info = {"experiment": "exp1", "level": "entropy_3.0", "entropy_bits": 2.9999,
+            "target_entropy_bits": 3.0, "grammar": "paper", "seed": 4,
+            "sizes": {"train": 10, "valid": 2, "test": len(test_sources)}}
+    info.update(manifest)
+    (root / "manifest.json").write_text(json.dumps(info))
+    return root
+
+
+def score(gen, out, level, *extra, preset="exp1_transformer_sinusoidal"):
+    argv = ["score", str(gen), "--out", str(out), "--data", str(level), *extra]
+    if preset:
+        argv += ["--preset", preset]
+    return cli(argv)
 
 
 def test_score_and_aggregate_cli(tmp_path):
     gen = tmp_path / "gen.txt"
     gen.write_text(GEN)
-    level = tmp_path / "level"
-    level.mkdir()
-    (level / "manifest.json").write_text(json.dumps(
-        {"experiment": "exp1", "level": "entropy_3.0", "entropy_bits": 2.9999,
-         "target_entropy_bits": 3.0, "sizes": {"train": 10, "valid": 2, "test": 4}}))
+    level = make_level(tmp_path / "level")
     run = tmp_path / "runs" / "seed1"
-    assert cli(["score", str(gen), "--out", str(run), "--data", str(level),
-                "--model", "transformer_sinusoidal", "--seed", "1"]) == 0
+    assert score(gen, run, level, "--seed", "1") == 0
     rec = json.loads((run / "score.json").read_text())
     assert rec["accuracy"] == 0.75 and rec["level"] == "entropy_3.0" and rec["seed"] == 1
+    # provenance: preset and its model, data seed, N, grammar, split, checkpoint, manifest hash
+    assert rec["preset"] == "exp1_transformer_sinusoidal"
+    assert rec["model"] == "transformer_sinusoidal"
+    assert rec["data_seed"] == 4 and rec["n_train"] == 10 and rec["grammar"] == "paper"
+    assert rec["split"] == "test" and rec["checkpoint"] == "last"
+    assert rec["data_manifest_sha256"] == hashlib.sha256(
+        (level / "manifest.json").read_bytes()).hexdigest()
     assert len((run / "examples.tsv").read_text().splitlines()) == 5
     out = tmp_path / "results"
     assert cli(["aggregate", str(tmp_path / "runs"), "--out", str(out)]) == 0
     rows = list(csv.DictReader(open(out / "results.tsv"), delimiter="\t"))
-    assert rows == [{"experiment": "exp1", "model": "transformer_sinusoidal", "seed": "1",
-                     "level": "entropy_3.0", "entropy_bits": "2.999900",
-                     "accuracy": "0.750000", "checkpoint": "last"}]
+    assert rows == [{"experiment": "exp1", "preset": "exp1_transformer_sinusoidal",
+                     "model": "transformer_sinusoidal", "n_train": "10",
+                     "level": "entropy_3.0", "entropy_bits": "2.999900", "checkpoint": "last",
+                     "seed": "1", "data_seed": "4", "accuracy": "0.750000"}]
     assert (out / "accuracy_vs_entropy.png").read_bytes()[:4] == b"\x89PNG"
     assert (out / "summary.tsv").exists()
+
+
+def test_score_refuses_a_decode_of_other_data(tmp_path, capsys):
+    gen = tmp_path / "gen.txt"
+    gen.write_text(GEN)
+    # same number of test commands (4), different commands from id 2 on
+    other = GEN_SOURCES[:2] + ["walk after jump", "look after jump left"]
+    level = make_level(tmp_path / "level", other, GEN_TARGETS)
+    assert score(gen, tmp_path / "s", level, "--seed", "1") == 2
+    err = capsys.readouterr().err
+    assert ("sample 2 is 'jump after walk' but command 2 of the test split of "
+            f"{level} is 'walk after jump'") in err
+    assert "Fix: pass the --data level and --split that were decoded" in err
+    assert not (tmp_path / "s").exists()
 
 
 def test_score_refuses_output_missing_samples(tmp_path, capsys):
     gen = tmp_path / "gen.txt"
     gen.write_text(GEN)
-    level = tmp_path / "level"
-    level.mkdir()
-    (level / "manifest.json").write_text(json.dumps(
-        {"experiment": "exp1", "level": "entropy_3.0", "entropy_bits": 3.0,
-         "sizes": {"train": 10, "valid": 2, "test": 6}}))
-    assert cli(["score", str(gen), "--out", str(tmp_path / "s"), "--data", str(level)]) == 2
+    level = make_level(tmp_path / "level", GEN_SOURCES + ["walk", "run"],
+                       GEN_TARGETS + ["WALK", "RUN"])
+    assert score(gen, tmp_path / "s", level, "--seed", "1") == 2
     err = capsys.readouterr().err
     assert "holds 4 samples but the test split has 6" in err and "--split valid" in err
     assert not (tmp_path / "s").exists()
     # a decode of another split than the one named
-    assert cli(["score", str(gen), "--out", str(tmp_path / "s"), "--data", str(level),
-                "--split", "valid"]) == 2
+    assert score(gen, tmp_path / "s", level, "--seed", "1", "--split", "valid") == 2
     assert "holds 4 samples but the valid split has 2" in capsys.readouterr().err
-    assert cli(["score", str(gen), "--out", str(tmp_path / "s"), "--data", str(level),
-                "--split", "dev"]) == 2
-    assert "has no split 'dev'; it has test, train, valid" in capsys.readouterr().err
+    assert score(gen, tmp_path / "s", level, "--seed", "1", "--split", "dev") == 2
+    assert f"{level} holds no dev split" in capsys.readouterr().err
     assert not (tmp_path / "s").exists()
 
 
 def test_score_refuses_ids_outside_the_split(tmp_path, capsys):
     gen = tmp_path / "gen.txt"
     gen.write_text(GEN.replace("-3\t", "-7\t"))  # 4 samples, ids 0, 1, 2, 7
-    level = tmp_path / "level"
-    level.mkdir()
-    (level / "manifest.json").write_text(json.dumps({"sizes": {"test": 4}}))
-    assert cli(["score", str(gen), "--out", str(tmp_path / "s"), "--data", str(level)]) == 2
+    level = make_level(tmp_path / "level")
+    assert score(gen, tmp_path / "s", level, "--seed", "1") == 2
     assert "sample ids run up to 7 but the test split has ids 0..3" in capsys.readouterr().err
     assert not (tmp_path / "s").exists()
+
+
+def test_score_does_not_replace_a_score_without_force(tmp_path, capsys):
+    gen = tmp_path / "gen.txt"
+    gen.write_text(GEN)
+    level = make_level(tmp_path / "level")
+    assert score(gen, tmp_path / "s", level, "--seed", "1") == 0
+    before = (tmp_path / "s" / "score.json").read_text()
+    assert score(gen, tmp_path / "s", level, "--seed", "2") == 2
+    assert "score.json already exists. Fix: pass --force" in capsys.readouterr().err
+    assert (tmp_path / "s" / "score.json").read_text() == before
+    assert score(gen, tmp_path / "s", level, "--seed", "2", "--force") == 0
+    assert json.loads((tmp_path / "s" / "score.json").read_text())["seed"] == 2
+
+
+def test_score_files_respect_the_umask(tmp_path):
+    gen = tmp_path / "gen.txt"
+    gen.write_text(GEN)
+    level = make_level(tmp_path / "level")
+    old = os.umask(0o022)
+    try:
+        assert score(gen, tmp_path / "s", level, "--seed", "1") == 0
+    finally:
+        os.umask(old)
+    for name in ("score.json", "examples.tsv"):
+        assert stat.S_IMODE((tmp_path / "s" / name).stat().st_mode) == 0o644
+
+
+def fake_checkpoint(path, arch, seed, data):
+    """The parts of a fairseq checkpoint that score reads: cfg.model (an argparse.Namespace,
+    as fairseq stores it), cfg.common.seed and cfg.task.data."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({"args": None, "cfg": {"model": argparse.Namespace(arch=arch, _name=arch),
+                                      "common": {"seed": seed}, "task": {"data": str(data)}},
+                "model": {}}, path)
+
+
+def test_score_needs_a_known_preset_and_seed(tmp_path, capsys):
+    gen = tmp_path / "gen.txt"
+    gen.write_text(GEN)
+    level = make_level(tmp_path / "level")
+    assert cli(["score", str(gen), "--out", str(tmp_path / "s"), "--preset", "exp1_cnn",
+                "--seed", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "the decoded data is unknown (no --data; no checkpoint at " in err
+    assert "Fix: pass --data LEVEL_DIR" in err
+    assert score(gen, tmp_path / "s", level, preset=None) == 2
+    err = capsys.readouterr().err
+    assert "the preset is unknown (no --preset; no checkpoint at " in err
+    assert "Fix: pass --preset NAME" in err
+    assert score(gen, tmp_path / "s", level) == 2
+    assert "the training seed is unknown (no --seed; no checkpoint" in capsys.readouterr().err
+    assert score(gen, tmp_path / "s", level, "--seed", "1", preset="transformer") == 2
+    assert "unknown preset 'transformer'" in capsys.readouterr().err
+    assert score(gen, tmp_path / "s", level, "--seed", "1", "--model", "cnn") == 2
+    assert "--model cnn contradicts preset" in capsys.readouterr().err
+    assert not (tmp_path / "s").exists()
+
+
+def test_score_reads_seed_data_and_preset_from_the_checkpoint(tmp_path, capsys):
+    run = tmp_path / "run"
+    gen = run / "generate-best.txt"
+    run.mkdir()
+    gen.write_text(GEN)
+    level = make_level(tmp_path / "level", experiment="scan")
+    fake_checkpoint(run / "checkpoints" / "checkpoint_best.pt", "equivariant_seq2seq_small", 7,
+                    level)
+    # no --data, --preset, --model or --seed: all come from checkpoints/checkpoint_best.pt
+    assert cli(["score", str(gen), "--out", str(run / "best"), "--checkpoint", "best"]) == 0
+    rec = json.loads((run / "best" / "score.json").read_text())
+    assert rec["seed"] == 7 and rec["preset"] == "scan_equivariant"
+    assert rec["model"] == "equivariant" and rec["checkpoint"] == "best"
+    assert rec["data"] == str(level.resolve()) and rec["experiment"] == "scan"
+    assert rec["checkpoint_path"] == str((run / "checkpoints" / "checkpoint_best.pt").resolve())
+    # an architecture with several presets for the experiment cannot be guessed
+    ckpt = tmp_path / "c.pt"
+    fake_checkpoint(ckpt, "scan_transformer_paper", 3, level)
+    level2 = make_level(tmp_path / "level2")  # exp1
+    assert cli(["score", str(gen), "--out", str(tmp_path / "o"), "--path", str(ckpt),
+                "--data", str(level2)]) == 2
+    err = capsys.readouterr().err
+    assert "candidates exp1_transformer_sinusoidal, exp1_transformer_sinusoidal_cpu" in err
+    # options that contradict the checkpoint are refused
+    assert score(gen, tmp_path / "o", level2, "--path", str(ckpt), "--seed", "4") == 2
+    assert "--seed 4 contradicts" in capsys.readouterr().err
+    assert score(gen, tmp_path / "o", level2, "--path", str(ckpt), preset="exp1_cnn") == 2
+    assert "trained with --arch scan_transformer_paper, but preset exp1_cnn uses " \
+        "fconv_scan_exp1" in capsys.readouterr().err
+    assert score(gen, tmp_path / "o", level2, "--path", str(ckpt)) == 0
+    rec = json.loads((tmp_path / "o" / "score.json").read_text())
+    assert rec["seed"] == 3 and rec["preset"] == "exp1_transformer_sinusoidal"
+
+
+def write_score_json(path, **fields):
+    rec = {"experiment": "exp1", "preset": "exp1_transformer_sinusoidal",
+           "model": "transformer_sinusoidal", "n_train": 6000, "level": "entropy_3.0",
+           "entropy_bits": 3.0, "checkpoint": "last", "seed": 1, "data_seed": 1,
+           "accuracy": 1.0}
+    rec.update(fields)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(rec))
+
+
+def summary_rows(out):
+    return list(csv.DictReader(open(out / "summary.tsv"), delimiter="\t"))
+
+
+def test_aggregate_keeps_presets_and_sizes_apart(tmp_path, capsys):
+    runs = tmp_path / "runs"
+    write_score_json(runs / "a/score.json", accuracy=0.5)
+    write_score_json(runs / "b/score.json", preset="exp1_transformer_sinusoidal_cpu",
+                     accuracy=0.25)
+    write_score_json(runs / "c/score.json", n_train=3000, accuracy=0.75)
+    write_score_json(runs / "d/score.json", experiment="exp2", preset="exp2_rnn_l1_h64",
+                     model="rnn", n_train=6174, level="support_1", entropy_bits=0.0,
+                     accuracy=0.1)
+    write_score_json(runs / "e/score.json", experiment="exp2", preset="exp2_rnn_gru_l2_h64",
+                     model="rnn", n_train=6174, level="support_1", entropy_bits=0.0,
+                     accuracy=0.3)
+    write_score_json(runs / "f/score.json", seed=2, accuracy=0.7)  # a second seed of a
+    assert cli(["aggregate", str(runs), "--out", str(tmp_path / "r")]) == 0
+    got = {(r["preset"], r["n_train"]): (r["mean"], r["n"])
+           for r in summary_rows(tmp_path / "r")}
+    assert got == {("exp1_transformer_sinusoidal", "6000"): ("0.600000", "2"),
+                   ("exp1_transformer_sinusoidal_cpu", "6000"): ("0.250000", "1"),
+                   ("exp1_transformer_sinusoidal", "3000"): ("0.750000", "1"),
+                   ("exp2_rnn_l1_h64", "6174"): ("0.100000", "1"),
+                   ("exp2_rnn_gru_l2_h64", "6174"): ("0.300000", "1")}
+
+
+def test_aggregate_refuses_duplicates_unknown_labels_and_missing_provenance(tmp_path, capsys):
+    runs = tmp_path / "runs"
+    write_score_json(runs / "a/score.json")
+    write_score_json(runs / "copy/score.json", accuracy=0.9)
+    assert cli(["aggregate", str(runs), "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert f"{runs / 'copy/score.json'} and {runs / 'a/score.json'} are both seed 1" in err
+    (runs / "copy/score.json").unlink()
+    write_score_json(runs / "typo/score.json", checkpoint="bets", seed=2)
+    assert cli(["aggregate", str(runs), "--out", str(tmp_path / "r")]) == 2
+    assert "unknown checkpoint label 'bets'" in capsys.readouterr().err
+    write_score_json(runs / "typo/score.json", preset=None, seed=2)  # an old score.json
+    assert cli(["aggregate", str(runs), "--out", str(tmp_path / "r")]) == 2
+    assert f"{runs / 'typo/score.json'}: missing preset" in capsys.readouterr().err
+    (runs / "typo/score.json").write_bytes(b'{"accuracy": 1.0,\n "seed": \xff}')
+    assert cli(["aggregate", str(runs), "--out", str(tmp_path / "r")]) == 2
+    assert f"{runs / 'typo/score.json'}:2: not valid UTF-8" in capsys.readouterr().err
+    (runs / "typo/score.json").write_text('{"accuracy": 1.0,\n "seed": }')
+    assert cli(["aggregate", str(runs), "--out", str(tmp_path / "r")]) == 2
+    assert f"{runs / 'typo/score.json'}:2: invalid JSON" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
+
+
+def paper_rows(experiment, model, size):
+    rows = [line.split("\t") for line in
+            (REPO / "fairseq_entropy/data/paper_results.tsv").read_text().splitlines()
+            if line and not line.startswith("#")][1:]
+    return {float(r[3]): float(r[4]) for r in rows
+            if r[0] == experiment and r[1] == model and r[2] == size}
+
+
+def test_paper_curve_matches_architecture_and_size():
+    # the Experiment 2 Transformer presets are the paper's transformer_sinusoidal
+    for model in ("transformer_exp2_l2", "transformer_exp2_l3"):
+        ref = paper_curve("exp2", model, 6174)
+        assert {float(r["entropy_bits"]): float(r["accuracy_mean"]) for r in ref} == \
+            paper_rows("exp2", "transformer_sinusoidal", "support") != {}
+    # Experiment 1 at N=3000 is the N=3000 curve, not the N=6000 one
+    ref = paper_curve("exp1", "transformer_sinusoidal", 3000)
+    assert {float(r["entropy_bits"]): float(r["accuracy_mean"]) for r in ref} == \
+        paper_rows("exp1", "transformer_sinusoidal", "3000")
+    assert paper_rows("exp1", "transformer_sinusoidal", "3000") != \
+        paper_rows("exp1", "transformer_sinusoidal", "6000")
+    assert paper_curve("exp1", "transformer_sinusoidal", 5000) == []
+    assert paper_curve("exp1", "cnn", 6000) and paper_curve("exp1", "transformer_learned",
+                                                            6000) == []
+
+
+def test_score_names_the_line_of_a_latin1_output(tmp_path, capsys):
+    gen = tmp_path / "gen.txt"
+    gen.write_bytes(GEN.replace("S-1\tjump twice", "S-1\tjump tw\xeece").encode("latin-1"))
+    level = make_level(tmp_path / "level")
+    assert score(gen, tmp_path / "s", level, "--seed", "1") == 2
+    assert f"{gen}:12: not valid UTF-8 (byte 0xee at column 12)" in capsys.readouterr().err
 
 
 def test_cut_off_output_is_an_error(tmp_path):

@@ -4,13 +4,16 @@
 samples in batch order, not id order).  :func:`score_generate_output` computes exact-match
 accuracy (Wold et al., arXiv 2505.13089, Sec. 4: a prediction counts only if the whole action
 sequence is right), broken down by conjunction and by whether the two slots share a verb.
-:func:`aggregate` turns many ``score.json`` files into ``results.tsv``, a per-level summary and
-a plot of accuracy against entropy beside the paper's curve.
+:func:`write_score` checks the output against the decoded split, command by command, and
+records where the result comes from (:func:`provenance`).  :func:`aggregate` turns many
+``score.json`` files into ``results.tsv``, a per-level summary and a plot of accuracy against
+entropy beside the paper's curve for the same architecture and training-set size.
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import math
@@ -21,10 +24,21 @@ from importlib import resources
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
-from ..scan.datafiles import atomic_write_text
+from ..scan.datafiles import (DataFormatError, atomic_write_bytes, atomic_write_text,
+                              iter_text_lines, read_json, read_lines)
 from ..scan.grammar import CONJUNCTIONS
 
-RESULT_COLUMNS = ("experiment", "model", "seed", "level", "entropy_bits", "accuracy", "checkpoint")
+#: columns of ``results.tsv``, one row per score.json
+RESULT_COLUMNS = ("experiment", "preset", "model", "n_train", "level", "entropy_bits",
+                  "checkpoint", "seed", "data_seed", "accuracy")
+#: what identifies a group of runs that differ only by their seed (:func:`group_key`)
+GROUP_COLUMNS = ("experiment", "preset", "n_train", "level", "checkpoint")
+#: checkpoint labels a run is scored with: the last one, and the best on the validation split
+CHECKPOINT_LABELS = ("last", "best")
+#: model names of the presets whose architecture the paper reports under another name
+PAPER_MODEL_OF = {"transformer_exp2_l2": "transformer_sinusoidal",
+                  "transformer_exp2_l3": "transformer_sinusoidal",
+                  "transformer_rope_authors": "transformer_rope"}
 
 
 class ScoreError(ValueError):
@@ -50,15 +64,16 @@ def read_generate_output(path: str | os.PathLike) -> Dict[int, Dict[str, str]]:
     Only the first ``H-`` line of an id is kept (the best hypothesis).
 
     Raises:
-        ScoreError: no samples; an id without its ``S-``, ``T-`` or ``H-`` line; or an output
+        ScoreError: a missing file, a directory or a line that is not UTF-8; no samples; an id
+            without its ``S-``, ``T-`` or ``H-`` line; or an output
             cut off while it was written (the last line has no newline, or the file has
             ``D-`` lines and an ``H-`` line lacks its ``D-`` line); names the file, the line
             or sample, and the fix.
     """
     samples: Dict[int, Dict[str, str]] = defaultdict(dict)
     detokenized = set()  # ids with a D- line (fairseq-generate prints one after every H-)
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
+    try:
+        for lineno, line in iter_text_lines(path):
             if line[:2] not in ("S-", "T-", "H-", "D-", "P-"):
                 continue
             if not line.endswith("\n"):
@@ -81,6 +96,8 @@ def read_generate_output(path: str | os.PathLike) -> Dict[int, Dict[str, str]]:
             else:
                 text = rest
             samples[sid].setdefault(kind, " ".join(text.split()))
+    except DataFormatError as e:
+        raise ScoreError(str(e)) from None
     if not samples:
         raise ScoreError(f"{path}: no S-/T-/H- lines. Fix: pass the stdout of fairseq-generate")
     for sid, s in samples.items():
@@ -137,33 +154,167 @@ def score_generate_output(path: str | os.PathLike) -> Tuple[List[Scored], dict]:
     return rows, summary
 
 
-def write_score(gen_path: str | os.PathLike, out_dir: str | os.PathLike,
-                metadata: Optional[dict] = None, expected_n: Optional[int] = None,
-                split: str = "test") -> dict:
-    """Score ``gen_path`` and write ``examples.tsv`` and ``score.json`` into ``out_dir``.
-
-    Args:
-        expected_n: size of the decoded split (from the level's manifest); when given, the
-            output must hold exactly the sample ids ``0 .. expected_n - 1``.
-        split: name of that split, for the error message.
+# ----------------------------------------------------------------------------- provenance
+def load_data_manifest(data_dir: str | os.PathLike) -> Tuple[dict, str]:
+    """The ``manifest.json`` of a level directory (raw or binarized) and its SHA-256.
 
     Raises:
-        ScoreError: the output is unreadable (:func:`read_generate_output`), or it does not
-            cover the ``expected_n`` samples of the split (nothing is written).
+        ScoreError: no manifest, or an unreadable one (names the file and the fix).
     """
-    rows, summary = score_generate_output(gen_path)
-    if expected_n is not None and len(rows) != expected_n:
+    path = Path(data_dir) / "manifest.json"
+    if not path.is_file():
+        raise ScoreError(f"{path} not found. Fix: --data must be a level directory written by "
+                         "'fairseq-entropy build' or 'fairseq-entropy binarize'")
+    try:
+        manifest = read_json(path)
+    except DataFormatError as e:
+        raise ScoreError(str(e)) from None
+    return manifest, hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def split_commands(data_dir: str | os.PathLike, split: str) -> List[str]:
+    """The commands of ``split`` of a level, in sample-id order.
+
+    Reads ``<split>.in`` of a raw level, or decodes ``<split>.in-out.in`` of a binarized one
+    with its ``dict.in.txt`` (as fairseq-generate prints them on its ``S-`` lines).
+
+    Raises:
+        ScoreError: the level holds neither form of the split.
+    """
+    data_dir = Path(data_dir)
+    raw = data_dir / f"{split}.in"
+    if raw.is_file():
+        try:
+            return [" ".join(line.split()) for line in read_lines(raw)]
+        except DataFormatError as e:
+            raise ScoreError(str(e)) from None
+    prefix = data_dir / f"{split}.in-out.in"
+    if Path(f"{prefix}.bin").is_file() and (data_dir / "dict.in.txt").is_file():
+        from fairseq.data import Dictionary, data_utils
+
+        vocab = Dictionary.load(str(data_dir / "dict.in.txt"))
+        ds = data_utils.load_indexed_dataset(str(prefix), vocab)
+        return [vocab.string(ds[i]) for i in range(len(ds))]
+    raise ScoreError(f"{data_dir} holds no {split} split ({raw.name} or {prefix.name}.bin). "
+                     "Fix: pass the --data level that was decoded, and its --split")
+
+
+def check_sources(samples: Dict[int, Dict[str, str]], commands: Sequence[str],
+                  gen_path: str | os.PathLike, data_dir: str | os.PathLike, split: str) -> None:
+    """Refuse a decode that is not of ``commands``: same number of samples, ids
+    ``0 .. len(commands) - 1``, and each ``S-`` line equal to the command of its id.
+
+    Raises:
+        ScoreError: naming the first sample that differs and the fix.
+    """
+    n = len(commands)
+    if len(samples) != n:
         raise ScoreError(
-            f"{gen_path} holds {len(rows)} samples but the {split} split has {expected_n}. "
+            f"{gen_path} holds {len(samples)} samples but the {split} split has {n}. "
             f"Fix: if you decoded another split, pass its name with --split (e.g. --split "
             f"valid); otherwise decode the whole {split} split (fairseq-generate "
             "--required-batch-size-multiple 1 keeps the last sentences that the default "
             "multiple of 8 drops)")
-    if expected_n is not None and rows and rows[-1].id != expected_n - 1:
+    last = max(samples)
+    if last != n - 1:
         raise ScoreError(
-            f"{gen_path}: sample ids run up to {rows[-1].id} but the {split} split has ids "
-            f"0..{expected_n - 1}. Fix: pass the --split (and --data level) that was decoded")
+            f"{gen_path}: sample ids run up to {last} but the {split} split has ids "
+            f"0..{n - 1}. Fix: pass the --split (and --data level) that was decoded")
+    for sid in sorted(samples):
+        if samples[sid]["S"] != commands[sid]:
+            raise ScoreError(
+                f"{gen_path}: sample {sid} is {samples[sid]['S']!r} but command {sid} of the "
+                f"{split} split of {data_dir} is {commands[sid]!r}: the output is a decode of "
+                "other data. Fix: pass the --data level and --split that were decoded")
+
+
+def read_checkpoint_info(path: str | os.PathLike) -> dict:
+    """Architecture, training seed and training data of a fairseq checkpoint.
+
+    Returns:
+        ``{"path": absolute path, "arch": str | None, "seed": int | None, "data": str | None}``
+        from the checkpoint's ``cfg`` (or legacy ``args``).
+
+    Raises:
+        ScoreError: the file cannot be loaded as a checkpoint.
+    """
+    import torch
+
+    from ..checkpoint import allow_fairseq_checkpoint_globals
+
+    allow_fairseq_checkpoint_globals()
+    try:
+        state = torch.load(str(path), map_location="cpu", weights_only=True)
+    except Exception as e:  # noqa: BLE001 - any failure means: not a readable checkpoint
+        raise ScoreError(f"{path}: not a readable fairseq checkpoint ({type(e).__name__}: "
+                         f"{e}). Fix: pass --path with the checkpoint that was decoded") from None
+
+    def get(section, key):
+        cfg = state.get("cfg") or {}
+        part = cfg.get(section) if isinstance(cfg, dict) else None
+        value = part.get(key) if isinstance(part, dict) else getattr(part, key, None)
+        if value is None and state.get("args") is not None:
+            value = getattr(state["args"], key, None)
+        return value
+
+    arch = get("model", "arch") or get("model", "_name")
+    seed = get("common", "seed")
+    return {"path": str(Path(path).resolve()), "arch": arch,
+            "seed": None if seed is None else int(seed), "data": get("task", "data")}
+
+
+def provenance(manifest: dict, manifest_sha256: str, data_dir: str | os.PathLike,
+               split: str, checkpoint: str, preset: str, model: str, seed: int,
+               checkpoint_path: Optional[str] = None) -> dict:
+    """The metadata a ``score.json`` records about where its number comes from.
+
+    Keys: experiment, level, entropy_bits, target_entropy_bits, grammar, data_seed, n_train
+    (training-set size N), split, data (absolute path), data_manifest_sha256, preset, model,
+    seed (training seed), checkpoint (label) and checkpoint_path.
+
+    Raises:
+        ScoreError: an unknown checkpoint label.
+    """
+    if checkpoint not in CHECKPOINT_LABELS:
+        raise ScoreError(f"unknown checkpoint label {checkpoint!r}. Fix: pass --checkpoint "
+                         f"{' or '.join(CHECKPOINT_LABELS)}")
+    sizes = manifest.get("sizes", {})
+    return {"experiment": manifest.get("experiment"), "level": manifest.get("level"),
+            "entropy_bits": manifest.get("entropy_bits"),
+            "target_entropy_bits": manifest.get("target_entropy_bits"),
+            "grammar": manifest.get("grammar"), "data_seed": manifest.get("seed"),
+            "n_train": sizes.get("train"), "split": split,
+            "data": str(Path(data_dir).resolve()), "data_manifest_sha256": manifest_sha256,
+            "preset": preset, "model": model, "seed": seed, "checkpoint": checkpoint,
+            "checkpoint_path": checkpoint_path}
+
+
+def write_score(gen_path: str | os.PathLike, out_dir: str | os.PathLike,
+                metadata: Optional[dict] = None, data_dir: Optional[str | os.PathLike] = None,
+                split: str = "test", force: bool = False) -> dict:
+    """Score ``gen_path`` and write ``examples.tsv`` and ``score.json`` into ``out_dir``.
+
+    Args:
+        metadata: provenance recorded in ``score.json`` (:func:`provenance`).
+        data_dir: the decoded level; when given, the output must be a decode of exactly the
+            commands of its ``split`` (:func:`check_sources`).
+        force: replace an existing ``score.json``.
+
+    Raises:
+        ScoreError: the output is unreadable (:func:`read_generate_output`), not a decode of
+            the split, or ``out_dir`` already holds a score and not ``force`` (nothing is
+            written).
+    """
     out = Path(out_dir)
+    if (out / "score.json").exists() and not force:
+        raise ScoreError(f"{out / 'score.json'} already exists. Fix: pass --force to replace "
+                         "it, or choose another --out")
+    if out.exists() and not out.is_dir():
+        raise ScoreError(f"{out} is a file. Fix: --out names a directory")
+    rows, summary = score_generate_output(gen_path)
+    if data_dir is not None:
+        check_sources(read_generate_output(gen_path), split_commands(data_dir, split),
+                      gen_path, data_dir, split)
     buf = io.StringIO()
     w = csv.writer(buf, delimiter="\t", lineterminator="\n")
     w.writerow(["id", "correct", "conjunction", "shared_verb", "source", "target", "hypothesis"])
@@ -171,7 +322,7 @@ def write_score(gen_path: str | os.PathLike, out_dir: str | os.PathLike,
         w.writerow([r.id, int(r.correct), r.conjunction, int(r.shared_verb), r.source,
                     r.target, r.hypothesis])
     atomic_write_text(out / "examples.tsv", buf.getvalue())
-    record = {**(metadata or {}), **summary, "generate_output": str(gen_path)}
+    record = {**(metadata or {}), **summary, "generate_output": str(Path(gen_path).resolve())}
     atomic_write_text(out / "score.json", json.dumps(record, indent=2) + "\n")
     return record
 
@@ -184,59 +335,128 @@ def paper_results() -> List[dict]:
     return list(csv.DictReader(lines, delimiter="\t"))
 
 
+def paper_model_name(model: str) -> str:
+    """The paper's name of a preset's model (:data:`PAPER_MODEL_OF`, else unchanged)."""
+    return PAPER_MODEL_OF.get(model, model)
+
+
+def paper_curve(experiment: str, model: str, n_train: Optional[int]) -> List[dict]:
+    """Rows of :func:`paper_results` for a preset's model and training-set size.
+
+    Experiment 1 is matched on N (6000, 4000, 3000); Experiment 2 rows (whose N grows with
+    the support) on the model alone.  Empty when the paper has no such curve.
+    """
+    name = paper_model_name(model)
+    return [p for p in paper_results() if p["experiment"] == experiment and p["model"] == name
+            and (experiment != "exp1" or p["train_size"] == str(n_train))]
+
+
 def collect_scores(roots: Iterable[str | os.PathLike]) -> List[dict]:
-    """Every ``score.json`` under ``roots`` as result rows (columns :data:`RESULT_COLUMNS`).
+    """Every ``score.json`` under ``roots`` as result rows (columns :data:`RESULT_COLUMNS`
+    plus ``path``, the file it came from).
 
     Raises:
-        ScoreError: a score file without the metadata an aggregate needs.
+        ScoreError: an unreadable score file, one without the provenance an aggregate needs,
+            or one with an unknown checkpoint label; names the file and the fix.
     """
     rows = []
     for root in roots:
         root = Path(root)
+        if not root.exists():
+            raise ScoreError(f"{root}: not found. Fix: pass run directories or score.json files")
         files = [root] if root.is_file() else sorted(root.rglob("score.json"))
         for f in files:
-            rec = json.loads(f.read_text())
-            missing = [c for c in RESULT_COLUMNS if c != "accuracy" and rec.get(c) is None]
+            try:
+                rec = read_json(f)
+            except DataFormatError as e:
+                raise ScoreError(str(e)) from None
+            missing = [c for c in RESULT_COLUMNS
+                       if c not in ("entropy_bits", "data_seed") and rec.get(c) is None]
             if missing:
-                raise ScoreError(f"{f}: missing {', '.join(missing)}. Fix: score with "
-                                 "--data LEVEL_DIR --model NAME --seed S --checkpoint NAME")
-            rows.append({c: rec[c] for c in RESULT_COLUMNS})
+                raise ScoreError(f"{f}: missing {', '.join(missing)}. Fix: score again with "
+                                 "fairseq-entropy score --data LEVEL_DIR --preset NAME "
+                                 "--seed S --checkpoint last|best --force")
+            if rec["checkpoint"] not in CHECKPOINT_LABELS:
+                raise ScoreError(f"{f}: unknown checkpoint label {rec['checkpoint']!r}. Fix: "
+                                 f"score again with --checkpoint "
+                                 f"{' or '.join(CHECKPOINT_LABELS)} --force")
+            rows.append({**{c: rec.get(c) for c in RESULT_COLUMNS}, "path": str(f)})
     if not rows:
         raise ScoreError(f"no score.json under {', '.join(map(str, roots))}")
-    rows.sort(key=lambda r: (r["experiment"], r["model"], r["checkpoint"],
-                             float(r["entropy_bits"]), str(r["level"]), int(r["seed"])))
+    rows.sort(key=lambda r: (*_sort_key(group_key(r)), int(r["seed"])))
     return rows
 
 
-def summarize(rows: Sequence[dict]) -> List[dict]:
-    """Mean, sample std (0 for one seed) and n of accuracy per
-    (experiment, model, checkpoint, level)."""
+def group_key(row: dict) -> tuple:
+    """The group of a result row: (experiment, preset, N, level, checkpoint)
+    (:data:`GROUP_COLUMNS`); rows of a group differ only by their training seed."""
+    return tuple(row[c] for c in GROUP_COLUMNS)
+
+
+def _sort_key(key: tuple) -> tuple:
+    return tuple((0, v) if isinstance(v, (int, float)) else (1, str(v)) for v in key)
+
+
+def group_runs(rows: Sequence[dict]) -> Dict[tuple, List[dict]]:
+    """Rows by :func:`group_key`, in a fixed order.
+
+    Raises:
+        ScoreError: two rows with the same group and seed (e.g. a run scored twice into
+            different directories), naming both files.
+    """
     groups: Dict[tuple, List[dict]] = defaultdict(list)
+    seen: Dict[tuple, dict] = {}
     for r in rows:
-        groups[(r["experiment"], r["model"], r["checkpoint"], r["level"])].append(r)
+        key = group_key(r)
+        dup = seen.get((key, r["seed"]))
+        if dup is not None:
+            raise ScoreError(
+                f"{r.get('path', '?')} and {dup.get('path', '?')} are both seed {r['seed']} of "
+                f"{dict(zip(GROUP_COLUMNS, key))}. Fix: aggregate only one of them (move or "
+                "remove the other score.json)")
+        seen[(key, r["seed"])] = r
+        groups[key].append(r)
+    return {k: groups[k] for k in sorted(groups, key=_sort_key)}
+
+
+def summarize(rows: Sequence[dict]) -> List[dict]:
+    """Mean, sample std (0 for one seed) and n of accuracy per group (:func:`group_runs`).
+
+    Raises:
+        ScoreError: see :func:`group_runs`.
+    """
     out = []
-    for (exp, model, ckpt, level), rs in groups.items():
+    for key, rs in group_runs(rows).items():
         accs = [float(r["accuracy"]) for r in rs]
         mean = sum(accs) / len(accs)
         std = math.sqrt(sum((a - mean) ** 2 for a in accs) / (len(accs) - 1)) \
             if len(accs) > 1 else 0.0
-        out.append({"experiment": exp, "model": model, "checkpoint": ckpt, "level": level,
-                    "entropy_bits": float(rs[0]["entropy_bits"]), "mean": mean, "std": std,
+        h = rs[0]["entropy_bits"]
+        out.append({**dict(zip(GROUP_COLUMNS, key)), "model": rs[0]["model"],
+                    "entropy_bits": None if h is None else float(h), "mean": mean, "std": std,
                     "n": len(accs)})
-    out.sort(key=lambda r: (r["experiment"], r["model"], r["checkpoint"], r["entropy_bits"]))
+    out.sort(key=lambda r: (*_sort_key((r["experiment"], r["preset"], r["n_train"],
+                                        r["checkpoint"])),
+                            math.inf if r["entropy_bits"] is None else r["entropy_bits"],
+                            str(r["level"])))
     return out
+
+
+def _curve_key(r: dict) -> tuple:
+    return (r["experiment"], r["preset"], r["n_train"], r["checkpoint"])
 
 
 def spearman(summary: Sequence[dict]) -> Dict[tuple, Optional[float]]:
     """Spearman rank correlation between entropy and mean accuracy per
-    (experiment, model, checkpoint); ``None`` when undefined (< 3 levels or constant)."""
+    (experiment, preset, N, checkpoint); ``None`` when undefined (< 3 levels or constant)."""
     from scipy.stats import spearmanr
 
     groups = defaultdict(list)
     for r in summary:
-        groups[(r["experiment"], r["model"], r["checkpoint"])].append(r)
+        groups[_curve_key(r)].append(r)
     out = {}
     for key, rs in groups.items():
+        rs = [r for r in rs if r["entropy_bits"] is not None]
         xs = [r["entropy_bits"] for r in rs]
         ys = [r["mean"] for r in rs]
         if len(rs) < 3 or len(set(ys)) < 2 or len(set(xs)) < 2:
@@ -247,19 +467,22 @@ def spearman(summary: Sequence[dict]) -> Dict[tuple, Optional[float]]:
 
 
 def format_table(summary: Sequence[dict]) -> str:
-    """A plain-text table of the summary, one line per level."""
-    lines = [f"{'experiment':<10} {'model':<26} {'ckpt':<5} {'level':<13} {'H(bits)':>7} "
-             f"{'acc_mean':>8} {'acc_std':>7} {'n':>2}"]
+    """A plain-text table of the summary, one line per group."""
+    lines = [f"{'experiment':<10} {'preset':<34} {'N':>6} {'ckpt':<5} {'level':<13} "
+             f"{'H(bits)':>7} {'acc_mean':>8} {'acc_std':>7} {'n':>2}"]
     for r in summary:
-        lines.append(f"{r['experiment']:<10} {r['model']:<26} {r['checkpoint']:<5} "
-                     f"{r['level']:<13} {r['entropy_bits']:>7.3f} {r['mean']:>8.4f} "
+        h = "n/a" if r["entropy_bits"] is None else f"{r['entropy_bits']:.3f}"
+        lines.append(f"{r['experiment']:<10} {r['preset']:<34} {r['n_train']:>6} "
+                     f"{r['checkpoint']:<5} {r['level']:<13} {h:>7} {r['mean']:>8.4f} "
                      f"{r['std']:>7.4f} {r['n']:>2}")
     return "\n".join(lines) + "\n"
 
 
 def plot(summary: Sequence[dict], path: str | os.PathLike, checkpoint: str = "last") -> Path:
-    """Plot accuracy (mean +- std over seeds) against entropy, one panel per experiment,
-    with the paper's curve for the same model name drawn dashed beside it."""
+    """Plot accuracy (mean +- std over seeds) against entropy, one panel per experiment and
+    one curve per (preset, N), each with the paper's curve for the preset's architecture and
+    N (:func:`paper_curve`) drawn dashed in the same colour.  Levels without an entropy are
+    left out."""
     import logging
 
     import matplotlib
@@ -268,42 +491,48 @@ def plot(summary: Sequence[dict], path: str | os.PathLike, checkpoint: str = "la
     logging.getLogger("matplotlib").setLevel(logging.WARNING)
     import matplotlib.pyplot as plt
 
-    rows = [r for r in summary if r["checkpoint"] == checkpoint] or list(summary)
-    experiments = sorted({r["experiment"] for r in rows})
-    paper = paper_results()
+    rows = [r for r in summary if r["entropy_bits"] is not None]
+    rows = [r for r in rows if r["checkpoint"] == checkpoint] or rows
+    experiments = sorted({r["experiment"] for r in rows}) or ["(no entropy levels)"]
     fig, axes = plt.subplots(1, len(experiments), figsize=(5.5 * len(experiments), 4.2),
                              squeeze=False)
     for ax, exp in zip(axes[0], experiments):
-        models = sorted({r["model"] for r in rows if r["experiment"] == exp})
-        for i, model in enumerate(models):
-            color = f"C{i}"
-            rs = [r for r in rows if r["experiment"] == exp and r["model"] == model]
+        curves = sorted({(r["preset"], r["n_train"], r["model"], r["checkpoint"])
+                         for r in rows if r["experiment"] == exp}, key=_sort_key)
+        for i, (preset, n_train, model, ckpt) in enumerate(curves):
+            color = f"C{i % 10}"
+            rs = [r for r in rows if r["experiment"] == exp and r["preset"] == preset
+                  and r["n_train"] == n_train and r["checkpoint"] == ckpt]
+            rs.sort(key=lambda r: r["entropy_bits"])
             ax.errorbar([r["entropy_bits"] for r in rs], [r["mean"] for r in rs],
                         yerr=[r["std"] for r in rs], marker="o", color=color, capsize=3,
-                        label=f"{model} (this run, {checkpoint})")
-            ref = [p for p in paper if p["experiment"] == exp and p["model"] == model
-                   and (exp != "exp1" or p["train_size"] == "6000")]
+                        label=f"{preset}, N={n_train} ({ckpt})")
+            ref = paper_curve(exp, model, n_train)
             if ref:
                 ax.errorbar([float(p["entropy_bits"]) for p in ref],
                             [float(p["accuracy_mean"]) for p in ref],
                             yerr=[float(p["accuracy_std"]) for p in ref], color=color,
                             linestyle="--", marker="x", alpha=0.6, capsize=2,
-                            label=f"{model} (paper, 5 seeds)")
+                            label=f"paper {paper_model_name(model)}, N={ref[0]['train_size']}")
         ax.set_title({"exp1": "Experiment 1 (mixing)", "exp2": "Experiment 2 (support)"}
                      .get(exp, exp))
         ax.set_xlabel("training-set entropy of the seen slot (bits)")
         ax.set_ylabel("exact-match accuracy")
         ax.set_ylim(-0.03, 1.03)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="lower right")
+        if curves:
+            ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
-    fig.savefig(tmp, dpi=120)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=120)
     plt.close(fig)
-    os.replace(tmp, path)
+    path = Path(path)
+    atomic_write_bytes(path, buf.getvalue())
     return path
+
+
+SUMMARY_COLUMNS = ("experiment", "preset", "model", "n_train", "checkpoint", "level",
+                   "entropy_bits", "mean", "std", "n")
 
 
 def aggregate(roots: Sequence[str | os.PathLike], out_dir: str | os.PathLike) -> dict:
@@ -311,6 +540,9 @@ def aggregate(roots: Sequence[str | os.PathLike], out_dir: str | os.PathLike) ->
 
     Returns:
         ``{"results", "summary", "plot", "table", "spearman"}``.
+
+    Raises:
+        ScoreError: see :func:`collect_scores` and :func:`group_runs`.
     """
     rows = collect_scores(roots)
     summary = summarize(rows)
@@ -321,13 +553,12 @@ def aggregate(roots: Sequence[str | os.PathLike], out_dir: str | os.PathLike) ->
         w = csv.writer(buf, delimiter="\t", lineterminator="\n")
         w.writerow(columns)
         for r in records:
-            w.writerow([f"{r[c]:.6f}" if isinstance(r[c], float) else r[c] for c in columns])
+            w.writerow(["" if r[c] is None else f"{r[c]:.6f}" if isinstance(r[c], float)
+                        else r[c] for c in columns])
         return buf.getvalue()
 
     atomic_write_text(out / "results.tsv", tsv(rows, RESULT_COLUMNS))
-    atomic_write_text(out / "summary.tsv", tsv(summary, ("experiment", "model", "checkpoint",
-                                                         "level", "entropy_bits", "mean", "std",
-                                                         "n")))
+    atomic_write_text(out / "summary.tsv", tsv(summary, SUMMARY_COLUMNS))
     png = plot(summary, out / "accuracy_vs_entropy.png")
     return {"results": out / "results.tsv", "summary": out / "summary.tsv", "plot": png,
             "table": format_table(summary), "spearman": spearman(summary)}

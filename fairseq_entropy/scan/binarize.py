@@ -4,22 +4,32 @@ The dictionary lists every command word and every action of the grammar, so toke
 across levels, test sets and experiments.  It is passed to ``fairseq-preprocess`` as both
 ``--srcdict`` and ``--tgtdict`` (``--joined-dictionary`` cannot be combined with them).
 fairseq-preprocess silently maps unknown words to ``<unk>``; :func:`check_vocabulary` refuses
-such data before it runs.
+such data before it runs, and every pair is checked with the grammar's interpreter.
+
+SCAN-format files (:func:`binarize_scan_files`) get a validation split held out of the training
+file when none is given (:func:`hold_out`) and a manifest recording the source files, their
+hashes and the restricted (verb, slot) pairs (:func:`scan_manifest`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import zlib
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
-from .datafiles import (DataFormatError, atomic_directory, read_pair, read_scan_file,
-                        write_pair)
+import numpy as np
+
+from .. import __version__
+from .datafiles import (DataFormatError, Example, atomic_directory, iter_text_lines, read_json,
+                        read_pair, read_scan_file, write_pair)
+from .entropy import SlotStatistics, unseen_pairs
 from .grammar import Grammar
 
 SOURCE_LANG, TARGET_LANG = "in", "out"
@@ -53,8 +63,8 @@ def check_vocabulary(prefix: str | os.PathLike, grammar: Grammar) -> None:
     vocab = set(dictionary_words(grammar))
     for lang in (SOURCE_LANG, TARGET_LANG):
         p = f"{prefix}.{lang}"
-        with open(p, encoding="utf-8") as f:
-            for lineno, line in enumerate(f, 1):
+        try:
+            for lineno, line in iter_text_lines(p):
                 for tok in line.split():
                     if tok not in vocab:
                         raise BinarizeError(
@@ -62,6 +72,8 @@ def check_vocabulary(prefix: str | os.PathLike, grammar: Grammar) -> None:
                             f"grammar's dictionary and would become <unk>. Fix: use "
                             f"--grammar {'scan' if grammar.name == 'paper' else 'paper'} if the "
                             "data uses that vocabulary, or correct the data")
+        except DataFormatError as e:
+            raise BinarizeError(str(e)) from None
 
 
 def run_preprocess(src_dir: Path, dest: Path, dict_path: Path, splits: Sequence[str],
@@ -90,8 +102,16 @@ def binarize_level(level_dir: str | os.PathLike, dest: str | os.PathLike, gramma
                    workers: int = 1) -> Path:
     """Binarize one level directory (``{train,valid,test}.{in,out}`` + optional manifest).
 
-    The result is written to a temporary directory and renamed to ``dest`` when complete;
-    ``manifest.json`` is copied beside the binarized data for the ``systematicity`` task.
+    Every pair is checked with the grammar's interpreter first (the actions must be those of
+    the command), and every split present must be non-empty; a ``train`` split needs a
+    ``valid`` split beside it (fairseq-train validates on it).  The result is written to a
+    temporary directory and renamed to ``dest`` when complete; ``manifest.json`` is copied
+    beside the binarized data for the ``systematicity`` task and for ``score --data``.
+
+    Raises:
+        BinarizeError: no split files, a token outside the dictionary, a pair the grammar
+            rejects, an empty split, a train split without valid split, or fairseq-preprocess
+            failing; names the file (and line) and the fix.
     """
     level_dir, dest = Path(level_dir), Path(dest)
     splits = [s for s in ("train", "valid", "test")
@@ -99,18 +119,26 @@ def binarize_level(level_dir: str | os.PathLike, dest: str | os.PathLike, gramma
     if not splits:
         raise BinarizeError(f"{level_dir}: no train/valid/test .in/.out files. Fix: pass a "
                             "directory written by 'fairseq-entropy build'")
+    if "train" in splits and "valid" not in splits:
+        raise BinarizeError(f"{level_dir}: has train.{SOURCE_LANG} but no valid.{SOURCE_LANG}; "
+                            "fairseq-train needs a validation split. Fix: rebuild the level "
+                            "with 'fairseq-entropy build'")
     for s in splits:
+        check_vocabulary(level_dir / s, grammar)
         try:
-            read_pair(level_dir / s)  # aligned, no empty lines
+            examples = read_pair(level_dir / s, grammar)  # aligned, no empty lines, valid pairs
         except DataFormatError as e:
             raise BinarizeError(str(e)) from None
-        check_vocabulary(level_dir / s, grammar)
+        if not examples:
+            raise BinarizeError(f"{level_dir / s}.{SOURCE_LANG} is empty; fairseq cannot train "
+                                "on, validate with or decode an empty split. Fix: rebuild the "
+                                "level with more commands (a larger --n or --valid-fraction)")
     with atomic_directory(dest) as tmp:
         dict_path = write_dictionary(tmp / "dict.txt", grammar)
         run_preprocess(level_dir, tmp, dict_path, splits, workers)
         os.unlink(dict_path)
         if (level_dir / "manifest.json").exists():
-            shutil.copy(level_dir / "manifest.json", tmp / "manifest.json")
+            shutil.copyfile(level_dir / "manifest.json", tmp / "manifest.json")
     return dest
 
 
@@ -119,9 +147,15 @@ def level_dirs(build_dir: str | os.PathLike) -> List[Path]:
     build_dir = Path(build_dir)
     if any((build_dir / f"{s}.{SOURCE_LANG}").exists() for s in ("train", "test")):
         return [build_dir]
+    if build_dir.is_file():
+        raise BinarizeError(f"{build_dir} is a file. Fix: pass the directory written by "
+                            "'fairseq-entropy build', or SCAN files with --train/--test")
     manifest = build_dir / "manifest.json"
     if manifest.exists():
-        names = json.loads(manifest.read_text()).get("levels", [])
+        try:
+            names = read_json(manifest).get("levels", [])
+        except DataFormatError as e:
+            raise BinarizeError(str(e)) from None
         return [build_dir / n for n in names]
     found = sorted(p for p in build_dir.iterdir() if (p / f"train.{SOURCE_LANG}").exists()) \
         if build_dir.is_dir() else []
@@ -134,7 +168,10 @@ def level_dirs(build_dir: str | os.PathLike) -> List[Path]:
 def grammar_of_build(build_dir: str | os.PathLike) -> Optional[str]:
     """The grammar name recorded in a build's (or level's) manifest, if any."""
     manifest = Path(build_dir) / "manifest.json"
-    return json.loads(manifest.read_text()).get("grammar") if manifest.exists() else None
+    try:
+        return read_json(manifest).get("grammar") if manifest.exists() else None
+    except DataFormatError as e:
+        raise BinarizeError(str(e)) from None
 
 
 def binarize_build(build_dir: str | os.PathLike, out: str | os.PathLike,
@@ -150,22 +187,119 @@ def binarize_build(build_dir: str | os.PathLike, out: str | os.PathLike,
     return [binarize_level(d, out / d.name, grammar, workers) for d in dirs]
 
 
+def sha256_of(path: str | os.PathLike) -> str:
+    """Hex SHA-256 of a file's bytes."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def hold_out(examples: Sequence[Example], fraction: float, seed: int
+             ) -> Tuple[List[Example], List[Example]]:
+    """Split ``examples`` into (train, valid): ``round(fraction * n)`` examples drawn uniformly
+    without replacement for validation, seeded by ``seed``; both keep the file order.
+
+    Raises:
+        BinarizeError: ``fraction`` outside (0, 1), or a split that would be empty.
+    """
+    if not 0.0 < fraction < 1.0:
+        raise BinarizeError(f"validation fraction {fraction} is outside (0, 1). Fix: pass "
+                            "--valid-fraction between 0 and 1, e.g. 0.05")
+    n = len(examples)
+    n_valid = int(round(fraction * n))
+    if n_valid < 1 or n_valid >= n:
+        raise BinarizeError(f"holding out {fraction} of {n} training commands leaves "
+                            f"{n - n_valid} for training and {n_valid} for validation. Fix: "
+                            "choose a --valid-fraction that leaves both non-empty, or pass "
+                            "--valid FILE")
+    rng = np.random.default_rng(np.random.SeedSequence([int(seed), zlib.crc32(b"scan-valid")]))
+    chosen = set(rng.choice(n, size=n_valid, replace=False).tolist())
+    train = [e for i, e in enumerate(examples) if i not in chosen]
+    valid = [e for i, e in enumerate(examples) if i in chosen]
+    return train, valid
+
+
+def scan_manifest(name: str, grammar: Grammar, splits: Dict[str, List[Example]],
+                  sources: Dict[str, dict], seed: int, valid_fraction: Optional[float]) -> dict:
+    """The manifest of a data set binarized from SCAN-format files.
+
+    Records the grammar, each source file (path, SHA-256, lines), how the validation split was
+    made, split sizes, slot verb counts and entropies (bits) of every split, and the
+    *restricted pairs*: the (verb, slot) pairs the test split has and the training split lacks
+    (as ``fairseq-entropy measure --train`` lists them).  When there is exactly one restricted
+    pair, ``controlled_slot`` is its slot and ``entropy_bits`` the training entropy of that
+    slot; otherwise both are ``None``.
+    """
+    stats = {s: SlotStatistics.of([grammar.parse(e.command) for e in ex], grammar.verbs)
+             for s, ex in splits.items()}
+    restricted = (unseen_pairs(stats["train"], stats["test"])
+                  if "train" in stats and "test" in stats else [])
+    slot = restricted[0][1] if len(restricted) == 1 else None
+    h = stats["train"].entropy[slot] if slot and "train" in stats else None
+    return {
+        "package": "fairseq-entropy", "package_version": __version__,
+        "experiment": "scan", "level": name, "grammar": grammar.name,
+        "builder": "scan-files", "seed": int(seed),
+        "sources": sources,
+        "valid": ({"held_out_from": "train", "fraction": valid_fraction, "seed": int(seed)}
+                  if valid_fraction is not None
+                  else {"file": sources.get("valid", {}).get("path")}),
+        "sizes": {s: len(ex) for s, ex in splits.items()},
+        "restricted_pairs": [list(p) for p in restricted],
+        "controlled_slot": slot,
+        "entropy_bits": None if h is None else round(h, 6),
+        "slots": {s: st.as_dict() for s, st in stats.items()},
+    }
+
+
+DEFAULT_SCAN_VALID_FRACTION = 0.05
+
+
 def binarize_scan_files(out: str | os.PathLike, grammar: Grammar, train: Optional[str] = None,
                         valid: Optional[str] = None, test: Optional[str] = None,
-                        workers: int = 1) -> Path:
-    """Binarize SCAN-format files (``IN: ... OUT: ...``) into ``out``.
+                        workers: int = 1, valid_fraction: Optional[float] = None,
+                        seed: int = 1) -> Path:
+    """Binarize SCAN-format files (``IN: ... OUT: ...``) into ``out`` with a manifest.
 
-    Every line is validated against ``grammar`` first (errors name file:line).
+    Every line is validated against ``grammar`` first (errors name file:line).  Without a
+    ``valid`` file, ``valid_fraction`` (default :data:`DEFAULT_SCAN_VALID_FRACTION`) of the
+    training file is held out for validation, drawn with ``seed`` (:func:`hold_out`).  The
+    level is named after ``out``; its ``manifest.json`` is :func:`scan_manifest`.
+
+    Raises:
+        BinarizeError: no file given, ``valid`` together with ``valid_fraction``, a file that
+            cannot be read or fails the grammar, an empty split, or a bad fraction.
     """
     given = {"train": train, "valid": valid, "test": test}
     if not any(given.values()):
         raise BinarizeError("no SCAN file given. Fix: pass --train/--valid/--test FILE")
+    if valid and valid_fraction is not None:
+        raise BinarizeError("--valid FILE and --valid-fraction both given. Fix: pass one: the "
+                            "fraction holds out part of --train when there is no --valid file")
+    if valid and not train:
+        raise BinarizeError("--valid without --train. Fix: pass the training file with --train")
+    splits: Dict[str, List[Example]] = {}
+    sources = {}
+    for split, path in given.items():
+        if path:
+            try:
+                splits[split] = read_scan_file(path, grammar)
+            except DataFormatError as e:
+                raise BinarizeError(str(e)) from None
+            if not splits[split]:
+                raise BinarizeError(f"{path} holds no commands; fairseq cannot use an empty "
+                                    f"{split} split. Fix: pass a non-empty file")
+            sources[split] = {"path": str(Path(path).resolve()), "sha256": sha256_of(path),
+                              "lines": len(splits[split])}
+    held = None
+    if train and not valid:
+        held = DEFAULT_SCAN_VALID_FRACTION if valid_fraction is None else float(valid_fraction)
+        splits["train"], splits["valid"] = hold_out(splits["train"], held, seed)
+    manifest = scan_manifest(Path(out).name, grammar, splits, sources, seed, held)
     with tempfile.TemporaryDirectory() as tmp:
-        for split, path in given.items():
-            if path:
-                try:
-                    examples = read_scan_file(path, grammar)
-                except DataFormatError as e:
-                    raise BinarizeError(str(e)) from None
-                write_pair(Path(tmp) / split, examples)
+        for split, examples in splits.items():
+            write_pair(Path(tmp) / split, examples)
+        (Path(tmp) / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
         return binarize_level(tmp, out, grammar, workers)

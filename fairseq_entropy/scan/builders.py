@@ -28,7 +28,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from .. import __version__
-from .datafiles import Example, atomic_directory, write_pair, write_scan_file
+from .datafiles import (Example, atomic_directory, atomic_write_text, make_parent_dirs,
+                        read_json, write_pair, write_scan_file)
 from .entropy import SlotStatistics, entropy_bits
 from .grammar import CONJUNCTIONS, Command, Grammar, two_clause
 
@@ -244,6 +245,23 @@ def test_commands(grammar: Grammar, restricted: str, slot: str) -> List[Command]
     return out
 
 
+def check_valid_fraction(valid_fraction: float) -> None:
+    """Raise :class:`BuildError` unless ``0 < valid_fraction < 1``."""
+    if not 0.0 < float(valid_fraction) < 1.0:
+        raise BuildError(f"validation fraction {valid_fraction} is outside (0, 1). Fix: pass "
+                         "--valid-fraction between 0 and 1, e.g. 0.05")
+
+
+def check_nonempty_splits(level: "Level", fix: str) -> None:
+    """Raise :class:`BuildError` if a split of ``level`` is empty (fairseq cannot train on,
+    validate with or decode an empty split); ``fix`` says what to change."""
+    empty = [s for s in SPLITS if not level.splits.get(s)]
+    if empty:
+        sizes = ", ".join(f"{s} {len(level.splits.get(s, []))}" for s in SPLITS)
+        raise BuildError(f"level {level.name}: the {' and '.join(empty)} split would be empty "
+                         f"({sizes}). Fix: {fix}")
+
+
 def _check_restricted(grammar: Grammar, restricted: str) -> None:
     if restricted not in grammar.verbs:
         raise BuildError(f"restricted verb {restricted!r} is not in the verb list "
@@ -268,12 +286,14 @@ def build_exp1(grammar: Grammar, levels: Sequence[float] = DEFAULT_LEVELS, n: in
         one :class:`Level` per target.
 
     Raises:
-        BuildError: unknown restricted verb, unreachable target, or ``n`` larger than the
-            commands available at a level.
+        BuildError: unknown restricted verb, ``n`` not positive, ``valid_fraction`` outside
+            (0, 1), unreachable target, ``n`` larger than the commands available at a level,
+            or an empty split (too small ``n * valid_fraction``).
     """
     _check_restricted(grammar, restricted)
     if n <= 0:
-        raise BuildError(f"N must be positive, got {n}")
+        raise BuildError(f"N must be positive, got {n}. Fix: pass --n 6000 (the paper's size)")
+    check_valid_fraction(valid_fraction)
     first_verbs = [v for v in grammar.verbs if v != restricted]
     per_cell = {v: len(grammar.clauses(v)) for v in grammar.verbs}
     test = test_commands(grammar, restricted, "first")
@@ -301,9 +321,12 @@ def build_exp1(grammar: Grammar, levels: Sequence[float] = DEFAULT_LEVELS, n: in
                 cells[(v1, v2, conj)] = (t[conj], min(v[conj], cap - t[conj]))
         rng = _rng(seed, "exp1", name)
         train, valid = _draw_cells(grammar, rng, cells)
-        out.append(Level(name, "exp1", "second", target,
-                         {"train": _shuffled(rng, train), "valid": _shuffled(rng, valid),
-                          "test": test}))
+        level = Level(name, "exp1", "second", target,
+                      {"train": _shuffled(rng, train), "valid": _shuffled(rng, valid),
+                       "test": test})
+        check_nonempty_splits(level, f"raise --n (now {n}) or --valid-fraction (now "
+                                     f"{valid_fraction}) so that N x fraction >= 1")
+        out.append(level)
     return out
 
 
@@ -321,9 +344,11 @@ def build_exp2(grammar: Grammar, supports: Sequence[int] = tuple(range(1, 9)),
 
     Raises:
         BuildError: unknown restricted verb, a support order that does not list every verb
-            once, or a support size outside 1..|V|.
+            once, a support size outside 1..|V|, ``valid_fraction`` outside (0, 1), or an
+            empty validation split (too small ``valid_fraction``).
     """
     _check_restricted(grammar, restricted)
+    check_valid_fraction(valid_fraction)
     order = [v for v in support_order]
     if sorted(order) != sorted(grammar.verbs):
         raise BuildError(f"support order {' '.join(order)} must list every verb of the grammar "
@@ -335,7 +360,8 @@ def build_exp2(grammar: Grammar, supports: Sequence[int] = tuple(range(1, 9)),
     for k in supports:
         k = int(k)
         if not 1 <= k <= len(order):
-            raise BuildError(f"support size {k} outside 1..{len(order)}")
+            raise BuildError(f"support size {k} outside 1..{len(order)}. Fix: pass --support "
+                             f"with sizes between 1 and {len(order)}, e.g. 1..{len(order)}")
         support = order[:k]
         cells = {}
         for v1 in support:
@@ -347,9 +373,11 @@ def build_exp2(grammar: Grammar, supports: Sequence[int] = tuple(range(1, 9)),
         name = level_name("exp2", k)
         rng = _rng(seed, "exp2", name)
         train, valid = _draw_cells(grammar, rng, cells)
-        out.append(Level(name, "exp2", "first", math.log2(k),
-                         {"train": _shuffled(rng, train), "valid": _shuffled(rng, valid),
-                          "test": test}, extra={"support": support}))
+        level = Level(name, "exp2", "first", math.log2(k),
+                      {"train": _shuffled(rng, train), "valid": _shuffled(rng, valid),
+                       "test": test}, extra={"support": support})
+        check_nonempty_splits(level, f"raise --valid-fraction (now {valid_fraction})")
+        out.append(level)
     return out
 
 
@@ -376,12 +404,15 @@ def write_build(out_dir: str | os.PathLike, grammar: Grammar, levels: Sequence[L
         BuildError: ``out_dir`` holds a different build (or unrelated files) and not ``force``.
     """
     out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise BuildError(f"{out} is a file. Fix: --out names the directory to write the build "
+                         "into")
     manifest_path = out / BUILD_MANIFEST
     record = {"package": "fairseq-entropy", "package_version": __version__,
               "grammar": grammar.name, "verbs": list(grammar.verbs), **params}
     if out.exists() and any(not p.name.startswith(".") for p in out.iterdir()):
         if manifest_path.exists():
-            old = json.loads(manifest_path.read_text())
+            old = read_json(manifest_path)
             same = {k: v for k, v in old.items() if k not in ("levels", "package_version")} == \
                 {k: v for k, v in record.items() if k not in ("levels", "package_version")}
             if not same and not force:
@@ -394,16 +425,14 @@ def write_build(out_dir: str | os.PathLike, grammar: Grammar, levels: Sequence[L
                              "an empty or new --out, or pass --force to replace it")
         else:
             shutil.rmtree(out)
-    out.mkdir(parents=True, exist_ok=True)
+    make_parent_dirs(manifest_path)
     old_levels = []
     if manifest_path.exists():
-        old_levels = [n for n in json.loads(manifest_path.read_text()).get("levels", [])
+        old_levels = [n for n in read_json(manifest_path).get("levels", [])
                       if (out / n).is_dir()]
 
     def write_manifest(names):
-        tmp_manifest = out / f".{BUILD_MANIFEST}.tmp"
-        tmp_manifest.write_text(_json({**record, "levels": names}))
-        os.replace(tmp_manifest, manifest_path)
+        atomic_write_text(manifest_path, _json({**record, "levels": names}))
 
     # the manifest comes first, so that an interrupted build is recognised when re-run
     write_manifest(old_levels)
