@@ -3,9 +3,10 @@
 Subcommands::
 
     fairseq-entropy build exp1 --out DIR [--levels 0,0.5,...] [--n N] [--restricted-verb jump]
+                               [--component direction --restricted left]
     fairseq-entropy build exp2 --out DIR [--support 1..8] [--restricted-verb lunge]
     fairseq-entropy build scan --out FILE [--actions scan|paper]
-    fairseq-entropy measure FILE... [--train FILE]
+    fairseq-entropy measure FILE... [--train FILE] [--components C,...] [--slot-order O]
     fairseq-entropy binarize BUILD_DIR --out DATABIN
     fairseq-entropy binarize --train F [--valid F | --valid-fraction P] --test F --out DIR
     fairseq-entropy score GENERATE_OUTPUT --out DIR [--data LEVEL_DIR] [--preset P] [--seed S]
@@ -107,6 +108,14 @@ def build_parser() -> argparse.ArgumentParser:
             e.add_argument("--n", type=_positive_int, default=6000,
                            help="training commands per level")
             e.add_argument("--restricted-verb", default="jump")
+            e.add_argument("--component", default="verb",
+                           choices=["verb", "direction", "modifier", "repetition"],
+                           help="component class whose second-slot entropy is controlled "
+                                "(default verb, the paper's; others apply the same mixing to "
+                                "directions, modifiers or repetitions)")
+            e.add_argument("--restricted", default=None,
+                           help="with --component other than verb: the value never executed "
+                                "first in training (default: left, around or twice)")
         else:
             e.add_argument("--support", type=_ints, default=list(range(1, 9)),
                            help="support sizes k, e.g. 1..8 or 1,2,4")
@@ -125,6 +134,12 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--grammar", choices=["paper", "scan"], default=None,
                    help="grammar to validate with (default: guessed from the words)")
     m.add_argument("--json", action="store_true", help="print JSON")
+    m.add_argument("--components", type=_verbs, default=None,
+                   help="comma-separated component classes to measure besides the verb slots: "
+                        "verb, direction, modifier, repetition, conjunction (default: all)")
+    m.add_argument("--slot-order", choices=["execution", "surface"], default="execution",
+                   help="slots of the component classes: by execution order (the paper's) or "
+                        "by surface position")
 
     z = sub.add_parser("binarize", help="fairseq-preprocess with the grammar's fixed dictionary")
     z.add_argument("build_dir", nargs="?", help="directory written by 'build' (or one level)")
@@ -185,9 +200,13 @@ def _guess_grammar(examples):
         e.actions.startswith("I_") for e in examples[:50]) else Grammar.paper()
 
 
+DEFAULT_RESTRICTED_VALUE = {"direction": "left", "modifier": "around", "repetition": "twice"}
+
+
 def cmd_build(args) -> None:
     """``build exp1|exp2|scan``: generate data (see :mod:`fairseq_entropy.scan.builders`)."""
-    from .scan.builders import build_exp1, build_exp2, write_build, write_scan_language
+    from .scan.builders import (build_exp1, build_exp1_component, build_exp2, write_build,
+                                write_scan_language)
     from .scan.grammar import Grammar
 
     if args.experiment == "scan":
@@ -197,7 +216,18 @@ def cmd_build(args) -> None:
         print(f"wrote {n} SCAN commands to {args.out}")
         return
     grammar = Grammar.paper(args.verbs)
-    if args.experiment == "exp1":
+    if args.experiment == "exp1" and args.component != "verb":
+        restricted = args.restricted or DEFAULT_RESTRICTED_VALUE[args.component]
+        levels = [lv for target in _progress(args.levels, "build exp1", "level")
+                  for lv in build_exp1_component(grammar, args.component, restricted, [target],
+                                                 args.n, args.seed, args.valid_fraction)]
+        params = {"builder": "exp1-mixing", "seed": args.seed, "n_train": args.n,
+                  "component": args.component, "restricted_value": restricted,
+                  "valid_fraction": args.valid_fraction}
+    elif args.experiment == "exp1":
+        if args.restricted is not None:
+            raise ValueError("--restricted applies to --component direction|modifier|repetition."
+                             " Fix: use --restricted-verb for verbs")
         # one call per level (each level has its own seeded generator, so the data are the
         # same as from one call with every level)
         levels = [lv for target in _progress(args.levels, "build exp1", "level")
@@ -223,24 +253,38 @@ def cmd_build(args) -> None:
 
 
 def cmd_measure(args) -> None:
-    """``measure``: verb counts and entropy of each slot, and unseen (verb, slot) pairs."""
+    """``measure``: verb counts and entropy of each slot, the same for every component class,
+    unseen (component, slot) pairs and, with ``--train``, atom and compound divergence."""
     from .scan.datafiles import read_any
-    from .scan.entropy import SLOTS, SlotStatistics, unseen_pairs
+    from .scan.divergence import divergences
+    from .scan.entropy import (COMPONENT_CLASSES, SLOTS, ComponentStatistics, SlotStatistics,
+                               unseen_component_pairs, unseen_pairs)
     from .scan.grammar import Grammar
+
+    components = args.components or list(COMPONENT_CLASSES)
+    unknown = [c for c in components if c not in COMPONENT_CLASSES]
+    if unknown:
+        raise ValueError(f"unknown component class(es) {', '.join(unknown)}. Fix: --components "
+                         f"takes {', '.join(COMPONENT_CLASSES)}")
 
     def load(path):
         ex = read_any(path)
         g = Grammar.by_name(args.grammar) if args.grammar else _guess_grammar(ex)
-        ex = read_any(path, g)
-        return g, SlotStatistics.of([g.parse(e.command) for e in ex], g.verbs)
+        cmds = [g.parse(e.command) for e in read_any(path, g)]
+        return (cmds, SlotStatistics.of(cmds, g.verbs),
+                ComponentStatistics.of(cmds, g.verbs, components, args.slot_order))
 
     report = {}
-    train_stats = load(args.train)[1] if args.train else None
+    train = load(args.train) if args.train else None
     for f in args.files:
-        g, st = load(f)
+        cmds, st, comp = load(f)
         rec = st.as_dict()
-        if train_stats is not None:
-            rec["unseen_in_train"] = [list(p) for p in unseen_pairs(train_stats, st)]
+        rec.update({k: v for k, v in comp.as_dict().items() if k != "n_commands"})
+        if train is not None:
+            rec["unseen_in_train"] = [list(p) for p in unseen_pairs(train[1], st)]
+            rec["unseen_components_in_train"] = [
+                list(p) for p in unseen_component_pairs(train[2], comp)]
+            rec.update(divergences(train[0], cmds).as_dict())
         report[f] = rec
     if args.json:
         print(json.dumps(report, indent=2))
@@ -251,9 +295,24 @@ def cmd_measure(args) -> None:
             h = rec["entropy_bits"][slot]
             counts = " ".join(f"{v}={n}" for v, n in rec["verb_counts"][slot].items())
             print(f"  {slot:<6} slot  H = {'n/a' if h is None else f'{h:.4f}'} bits  {counts}")
+        print(f"  component classes, slots by {rec['slot_order']} order:")
+        for component, slots in rec["components"].items():
+            for slot, val in slots.items():
+                h = val["entropy_bits"]
+                counts = " ".join(f"{v}={n}" for v, n in val["counts"].items())
+                print(f"    {component:<11} {slot:<14} H = "
+                      f"{'n/a' if h is None else f'{h:.4f}'} bits  {counts}")
         if "unseen_in_train" in rec:
             pairs = ", ".join(f"({v}, {s})" for v, s in rec["unseen_in_train"]) or "none"
             print(f"  (verb, slot) pairs absent from {args.train}: {pairs}")
+            triples = ", ".join(f"({c} {v}, {s})" for c, v, s in
+                                rec["unseen_components_in_train"]) or "none"
+            print(f"  (component, slot) pairs absent from {args.train}: {triples}")
+            kinds = " ".join(f"{k}={'n/a' if v is None else f'{v:.4f}'}"
+                             for k, v in rec["compound_divergence_by_kind"].items())
+            print(f"  divergence from {args.train} (Keysers et al. 2020): atom "
+                  f"{rec['atom_divergence']:.4f}, compound {rec['compound_divergence']:.4f} "
+                  f"({kinds})")
 
 
 def cmd_binarize(args) -> None:
@@ -373,6 +432,11 @@ def cmd_score(args) -> None:
     print(f"exact-match accuracy {rec['accuracy']:.4f} ({rec['correct']}/{rec['n']}) on "
           f"{rec['experiment']} {rec['level']} {args.split}, preset {rec['preset']}, seed "
           f"{rec['seed']}, {rec['checkpoint']} checkpoint; wrote {args.out}/score.json")
+    g = rec["graded"]
+    held = g["correct_except_restricted_clause"]
+    print(f"graded: clause exact match {g['clause_accuracy']:.4f}, chrF {g['chrf']:.2f}, BLEU "
+          f"{g['bleu']:.2f}" + ("" if held is None else
+                                f", right except the held-out slot's clause {held:.4f}"))
 
 
 def cmd_aggregate(args) -> None:

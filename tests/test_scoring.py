@@ -133,6 +133,22 @@ def test_score_and_aggregate_cli(tmp_path):
     assert (out / "summary.tsv").exists()
 
 
+def test_score_records_graded_metrics(tmp_path):
+    gen = tmp_path / "gen.txt"
+    gen.write_text(GEN)
+    run = tmp_path / "runs" / "seed1"
+    assert score(gen, run, make_level(tmp_path / "level"), "--seed", "1") == 0
+    graded = json.loads((run / "score.json").read_text())["graded"]
+    # by hand: 4 two-clause commands, 8 clauses; only "jump and walk" -> "WALK WALK" misses one
+    # clause, the first (jump, the held-out slot of Experiment 1), and gets the second right
+    assert graded["n_clauses"] == 8
+    assert graded["clause_accuracy"] == pytest.approx(7 / 8)
+    assert graded["correct_except_restricted_clause"] == pytest.approx(1 / 4)
+    assert 0 < graded["chrf"] < 100
+    # no output has four tokens, so there is no 4-gram to match and corpus BLEU-4 is 0
+    assert graded["bleu"] == 0.0
+
+
 def test_score_refuses_a_decode_of_other_data(tmp_path, capsys):
     gen = tmp_path / "gen.txt"
     gen.write_text(GEN)

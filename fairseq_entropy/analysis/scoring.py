@@ -289,6 +289,38 @@ def provenance(manifest: dict, manifest_sha256: str, data_dir: str | os.PathLike
             "checkpoint_path": checkpoint_path}
 
 
+HELD_OUT_SLOT = {"exp1": "first", "exp2": "second"}
+"""The slot in which the test set executes the restricted verb (never seen there in training)."""
+
+
+def graded_summary(rows: Sequence[Scored], metadata: dict) -> dict:
+    """Graded metrics of scored examples (:func:`~fairseq_entropy.analysis.metrics.graded_scores`):
+    clause exact match, the share right except in the held-out slot's clause, chrF and BLEU.
+
+    The grammar is the metadata's (``paper`` or ``scan``), else guessed from the words
+    (``turn`` or ``I_`` actions mean original SCAN); the held-out slot follows the experiment
+    (:data:`HELD_OUT_SLOT`; none for other data).
+
+    Raises:
+        ScoreError: a reference that is not its command's interpretation.
+    """
+    from ..scan.grammar import Grammar
+    from .metrics import graded_scores
+
+    name = metadata.get("grammar")
+    if name not in ("paper", "scan"):
+        scan_like = any(r.source.split()[:1] == ["turn"] or " turn " in f" {r.source} "
+                        or r.target.startswith("I_") for r in rows)
+        name = "scan" if scan_like else "paper"
+    try:
+        graded = graded_scores([(r.source, r.target, r.hypothesis) for r in rows],
+                               Grammar.by_name(name),
+                               HELD_OUT_SLOT.get(metadata.get("experiment")))
+    except ValueError as e:
+        raise ScoreError(f"graded metrics: {e}") from None
+    return graded.as_dict()
+
+
 def write_score(gen_path: str | os.PathLike, out_dir: str | os.PathLike,
                 metadata: Optional[dict] = None, data_dir: Optional[str | os.PathLike] = None,
                 split: str = "test", force: bool = False) -> dict:
@@ -315,6 +347,7 @@ def write_score(gen_path: str | os.PathLike, out_dir: str | os.PathLike,
     if data_dir is not None:
         check_sources(read_generate_output(gen_path), split_commands(data_dir, split),
                       gen_path, data_dir, split)
+    summary["graded"] = graded_summary(rows, metadata or {})
     buf = io.StringIO()
     w = csv.writer(buf, delimiter="\t", lineterminator="\n")
     w.writerow(["id", "correct", "conjunction", "shared_verb", "source", "target", "hypothesis"])

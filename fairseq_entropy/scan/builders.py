@@ -23,15 +23,16 @@ import shutil
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from .. import __version__
 from .datafiles import (Example, atomic_directory, atomic_write_text, make_parent_dirs,
                         read_json, write_pair, write_scan_file)
-from .entropy import SlotStatistics, entropy_bits
-from .grammar import CONJUNCTIONS, Command, Grammar, two_clause
+from .entropy import (COMPONENT_VALUES, ComponentStatistics, SlotStatistics,
+                      clause_component, entropy_bits)
+from .grammar import CONJUNCTIONS, Clause, Command, Grammar, two_clause
 
 ENTROPY_TOLERANCE_BITS = 0.01
 DEFAULT_LEVELS: Tuple[float, ...] = (0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0)
@@ -182,12 +183,21 @@ class Level:
     target_bits: float
     splits: Dict[str, List[Command]]
     extra: dict = field(default_factory=dict)
+    component: str = "verb"
 
     def manifest(self, grammar: Grammar) -> dict:
         """The level's manifest: target and measured entropy (bits), slot verb counts and
         entropies of every split, sizes, and builder extras."""
         stats = {s: SlotStatistics.of(cmds, grammar.verbs) for s, cmds in self.splits.items()}
         measured = stats["train"].entropy[self.controlled_slot]
+        extra = dict(self.extra)
+        if self.component != "verb":
+            comp = {s: ComponentStatistics.of(cmds, grammar.verbs, [self.component])
+                    for s, cmds in self.splits.items()}
+            measured = comp["train"].entropy[self.component][self.controlled_slot]
+            extra["component"] = self.component
+            extra["component_slots"] = {s: c.as_dict()["components"][self.component]
+                                        for s, c in comp.items()}
         return {
             "level": self.name,
             "experiment": self.experiment,
@@ -196,25 +206,28 @@ class Level:
             "entropy_bits": round(measured, 6),
             "sizes": {s: len(c) for s, c in self.splits.items()},
             "slots": {s: st.as_dict() for s, st in stats.items()},
-            **self.extra,
+            **extra,
         }
 
 
 def _draw_cells(grammar: Grammar, rng: np.random.Generator,
-                cells: Dict[Tuple[str, str, str], Tuple[int, int]]
+                cells: Dict[Tuple[str, str, str], Tuple[int, int]],
+                pool: Optional[Callable[[str], List[Clause]]] = None
                 ) -> Tuple[List[Command], List[Command]]:
     """Draw (train, valid) commands uniformly without replacement within each cell.
 
-    ``cells`` maps (first verb, second verb, conjunction) -> (n_train, n_valid).
+    ``cells`` maps (first value, second value, conjunction) -> (n_train, n_valid); ``pool``
+    gives the clauses of a value (default: a verb's clauses, ``grammar.clauses``).
     """
+    pool = pool or grammar.clauses
     train, valid = [], []
     clause_cache: Dict[str, list] = {}
     for (v1, v2, conj) in sorted(cells):
         n_train, n_valid = cells[(v1, v2, conj)]
         if n_train + n_valid == 0:
             continue
-        a = clause_cache.setdefault(v1, grammar.clauses(v1))
-        b = clause_cache.setdefault(v2, grammar.clauses(v2))
+        a = clause_cache.setdefault(v1, pool(v1))
+        b = clause_cache.setdefault(v2, pool(v2))
         size = len(a) * len(b)
         if n_train + n_valid > size:  # guarded by callers; keep the invariant explicit
             raise BuildError(f"cell ({v1}, {v2}, {conj}) holds {size} commands, "
@@ -377,6 +390,92 @@ def build_exp2(grammar: Grammar, supports: Sequence[int] = tuple(range(1, 9)),
                       {"train": _shuffled(rng, train), "valid": _shuffled(rng, valid),
                        "test": test}, extra={"support": support})
         check_nonempty_splits(level, f"raise --valid-fraction (now {valid_fraction})")
+        out.append(level)
+    return out
+
+
+def component_clauses(grammar: Grammar, component: str, value: str) -> List[Clause]:
+    """Every clause (of every verb) whose ``component`` has ``value``, in a fixed order."""
+    return [c for v in grammar.verbs for c in grammar.clauses(v)
+            if clause_component(c, component) == value]
+
+
+def build_exp1_component(grammar: Grammar, component: str, restricted: str,
+                         levels: Sequence[float], n: int = 6000, seed: int = 1,
+                         valid_fraction: float = 0.05) -> List[Level]:
+    """Experiment 1's mixing construction applied to a component class other than verbs.
+
+    The restricted value (e.g. ``left`` of the ``direction`` class) is never in the clause
+    executed first in train/valid.  The second slot's distribution over the class's values
+    (:data:`~fairseq_entropy.scan.entropy.COMPONENT_VALUES`, where ``none`` is a clause without
+    such a word) mixes "always the restricted value" with uniform, with integer counts whose
+    entropy is the target within 0.01 bits (:func:`mixing_counts`); the first slot is uniform
+    over the other values.  Within each (first value, second value, conjunction) cell the
+    clauses are drawn uniformly without replacement from every clause of every verb that has
+    that value, so verbs, and the other classes, are spread at random.  Test: every command
+    with the restricted value executed first.
+
+    Args:
+        component: ``direction``, ``modifier`` or ``repetition``.
+        restricted: a value of that class.
+        levels: target entropies of the second slot, in bits, in [0, log2 |values|].
+
+    Raises:
+        BuildError: an unknown class or value, a level above the class's maximum entropy,
+            ``n`` not positive, ``valid_fraction`` outside (0, 1), a cell asking for more
+            commands than exist, or an empty split.
+    """
+    if component not in ("direction", "modifier", "repetition"):
+        raise BuildError(f"component-controlled builds take direction, modifier or repetition, "
+                         f"got {component!r}. Fix: use --component direction|modifier|"
+                         "repetition, or build exp1 without --component for verbs")
+    values = list(COMPONENT_VALUES[component])
+    if restricted not in values:
+        raise BuildError(f"restricted value {restricted!r} is not a {component} value "
+                         f"({', '.join(values)}). Fix: pass --restricted with one of them")
+    h_max = math.log2(len(values))
+    too_high = [t for t in levels if float(t) > h_max + 1e-9]
+    if too_high:
+        raise BuildError(f"level(s) {', '.join(f'{t:g}' for t in too_high)} bits exceed the "
+                         f"maximum entropy of the {component} class, log2({len(values)}) = "
+                         f"{h_max:.4f} bits over {', '.join(values)}. Fix: choose levels in "
+                         f"[0, {h_max:.4f}]")
+    if n <= 0:
+        raise BuildError(f"N must be positive, got {n}. Fix: pass --n 6000 (the paper's size)")
+    check_valid_fraction(valid_fraction)
+    clauses = {v: component_clauses(grammar, component, v) for v in values}
+    first_values = [v for v in values if v != restricted]
+    mine = clauses[restricted]
+    every = [c for v in grammar.verbs for c in grammar.clauses(v)]
+    test = [two_clause(a, b, conj) for conj in CONJUNCTIONS for a in mine for b in every]
+    out = []
+    for target in levels:
+        target = float(target)
+        name = level_name("exp1", target)
+        second = mixing_counts(n, values, restricted, target)
+        train_cells = round_robin_cells(second, first_values)
+        n_valid = int(round(valid_fraction * n))
+        valid_second = dict(zip(second, largest_remainder(n_valid, list(second.values()))))
+        valid_cells = round_robin_cells(valid_second, first_values)
+        bal_t, bal_v = _ConjunctionBalancer(), _ConjunctionBalancer()
+        cells = {}
+        for (v1, v2), m in sorted(train_cells.items()):
+            cap = len(clauses[v1]) * len(clauses[v2])
+            if m > 2 * cap:
+                raise BuildError(f"level {name}: N={n} needs {m} commands with ({v1} first, "
+                                 f"{v2} second) but only {2 * cap} exist. Fix: use a smaller N")
+            t = bal_t.split(m)
+            v = bal_v.split(valid_cells.get((v1, v2), 0))
+            for conj in CONJUNCTIONS:
+                cells[(v1, v2, conj)] = (t[conj], min(v[conj], cap - t[conj]))
+        rng = _rng(seed, f"exp1-{component}", name)
+        train, valid = _draw_cells(grammar, rng, cells, pool=clauses.__getitem__)
+        level = Level(name, "exp1", "second", target,
+                      {"train": _shuffled(rng, train), "valid": _shuffled(rng, valid),
+                       "test": test}, extra={"restricted_value": restricted},
+                      component=component)
+        check_nonempty_splits(level, f"raise --n (now {n}) or --valid-fraction (now "
+                                     f"{valid_fraction}) so that N x fraction >= 1")
         out.append(level)
     return out
 
