@@ -134,6 +134,10 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--grammar", choices=["paper", "scan"], default=None,
                    help="grammar to validate with (default: guessed from the words)")
     m.add_argument("--json", action="store_true", help="print JSON")
+    m.add_argument("--tsv", action="store_true",
+                   help="print one tab-separated row per file: sizes, the entropy (bits) of "
+                        "every (component class, slot), unseen pairs and, with --train, the "
+                        "atom and compound divergences")
     m.add_argument("--components", type=_verbs, default=None,
                    help="comma-separated component classes to measure besides the verb slots: "
                         "verb, direction, modifier, repetition, conjunction (default: all)")
@@ -289,6 +293,9 @@ def cmd_measure(args) -> None:
     if args.json:
         print(json.dumps(report, indent=2))
         return
+    if args.tsv:
+        print(measure_tsv(report), end="")
+        return
     for f, rec in report.items():
         print(f"{f}: {rec['n_commands']} commands")
         for slot in SLOTS:
@@ -313,6 +320,34 @@ def cmd_measure(args) -> None:
             print(f"  divergence from {args.train} (Keysers et al. 2020): atom "
                   f"{rec['atom_divergence']:.4f}, compound {rec['compound_divergence']:.4f} "
                   f"({kinds})")
+
+
+def measure_tsv(report: dict) -> str:
+    """``measure --tsv``: a header and one row per file of the ``measure --json`` report.
+
+    Columns: file, n_commands, ``H_<class>_<slot>`` (bits, 4 decimals) for every measured
+    (class, slot), and with a training file ``unseen_pairs`` (the unseen (class, value, slot)
+    triples, ``class:value@slot`` separated by spaces), ``atom_divergence``,
+    ``compound_divergence`` and ``compound_divergence_<kind>``.
+    """
+    rows = []
+    for f, rec in report.items():
+        row = {"file": f, "n_commands": rec["n_commands"]}
+        for component, slots in rec["components"].items():
+            for slot, val in slots.items():
+                h = val["entropy_bits"]
+                row[f"H_{component}_{slot}"] = "" if h is None else f"{h:.4f}"
+        if "atom_divergence" in rec:
+            row["unseen_pairs"] = " ".join(f"{c}:{v}@{s}"
+                                           for c, v, s in rec["unseen_components_in_train"])
+            row["atom_divergence"] = f"{rec['atom_divergence']:.4f}"
+            row["compound_divergence"] = f"{rec['compound_divergence']:.4f}"
+            for kind, d in rec["compound_divergence_by_kind"].items():
+                row[f"compound_divergence_{kind}"] = "" if d is None else f"{d:.4f}"
+        rows.append(row)
+    columns = list(dict.fromkeys(k for row in rows for k in row))
+    lines = ["\t".join(columns)] + ["\t".join(str(r.get(c, "")) for c in columns) for r in rows]
+    return "\n".join(lines) + "\n"
 
 
 def cmd_binarize(args) -> None:

@@ -88,3 +88,23 @@ def test_build_and_measure_cli_for_a_component(tmp_path, capsys):
     assert 0 <= rec["atom_divergence"] < rec["compound_divergence"]
     assert cli(["measure", str(level / "test.in"), "--components", "adverb"]) == 2
     assert "unknown component class(es) adverb" in capsys.readouterr().err
+
+
+def test_measure_tsv_rows(tmp_path, capsys):
+    from fairseq_entropy.cli import main as cli
+
+    train = tmp_path / "train.txt"
+    train.write_text("IN: walk and jump OUT: WALK JUMP\nIN: run after look OUT: LOOK RUN\n")
+    test = tmp_path / "test.txt"
+    test.write_text("IN: jump and walk OUT: JUMP WALK\n")
+    assert cli(["measure", str(train), str(test), "--train", str(train), "--tsv",
+                "--components", "verb,conjunction"]) == 0
+    header, row_train, row_test = [line.split("\t")
+                                   for line in capsys.readouterr().out.splitlines()]
+    cols = dict(zip(header, row_test))
+    assert cols["n_commands"] == "1" and cols["H_verb_first"] == "0.0000"
+    # train: first slot walk, look (1 bit); the test's (jump, first) and (walk, second) unseen
+    assert dict(zip(header, row_train))["H_verb_first"] == "1.0000"
+    assert cols["unseen_pairs"] == "verb:jump@first verb:walk@second"
+    assert dict(zip(header, row_train))["compound_divergence"] == "0.0000"
+    assert float(cols["compound_divergence_verb_pair"]) == 1.0
