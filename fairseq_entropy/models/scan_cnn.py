@@ -32,8 +32,6 @@ Architectures: ``scan_cnn`` (dataclass defaults) and ``scan_cnn_paper`` (the pap
 layers, H = 64, kernel 5, dropout 0.1 for Experiments 1 and 2).
 """
 
-from __future__ import annotations
-
 import math
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
