@@ -38,7 +38,8 @@ CHECKPOINT_LABELS = ("last", "best")
 #: model names of the presets whose architecture the paper reports under another name
 PAPER_MODEL_OF = {"transformer_exp2_l2": "transformer_sinusoidal",
                   "transformer_exp2_l3": "transformer_sinusoidal",
-                  "transformer_rope_authors": "transformer_rope"}
+                  "transformer_rope_authors": "transformer_rope",
+                  "cnn_authors": "cnn"}
 
 
 class ScoreError(ValueError):
