@@ -59,7 +59,8 @@ def _flat_presets_of_commit():
 def test_every_preset_expands_to_the_arguments_of_the_flat_file(tmp_path, monkeypatch):
     old = _flat_presets_of_commit()
     new = load_presets()
-    assert sorted(new) == sorted(old)
+    # every preset of the flat file is still there (presets added since may follow)
+    assert set(old) <= set(new), sorted(set(old) - set(new))
     sizes = iter(())
     monkeypatch.setattr(presets_module, "train_size", lambda data_dir: next(sizes))
     checked = 0
