@@ -6,7 +6,10 @@
 #
 # Environment: SEED (default 1), EPOCHS / MAX_UPDATE (override the preset's schedule, e.g. for
 # a CPU-sized run), DEVICE (cpu|gpu, default: gpu when torch sees one), GEN_BATCH (default 512).
-# A run whose RUN_DIR/last/score.json exists is skipped.  --required-batch-size-multiple 1:
+# A run whose RUN_DIR/last/score.json exists is skipped; a cut-off run resumes from its
+# checkpoint_last.pt.  The run holds RUN_DIR/.lock (host and PID) while it works: a second
+# launch on the same RUN_DIR exits with status 75 without touching it, a lock left by a dead
+# process is taken over.  --required-batch-size-multiple 1:
 # fairseq's default of 8 silently drops the last sentences of a split whose size is not a
 # multiple of 8 (e.g. 6 of the 174 validation commands at 0 bits).
 set -euo pipefail
@@ -15,6 +18,10 @@ here=$(cd "$(dirname "$0")" && pwd)
 user_dir=$(cd "$here/../fairseq_entropy" && pwd)
 seed=${SEED:-1}
 if [ -f "$run/last/score.json" ]; then echo "skip $run (already scored)"; exit 0; fi
+if [ "${FAIRSEQ_ENTROPY_LOCK:-}" != "$(mkdir -p "$run" && cd "$run" && pwd -P)" ]; then
+  exec fairseq-entropy lock "$run" -- bash "$0" "$preset" "$data" "$run" "$@"
+fi
+if [ -f "$run/last/score.json" ]; then echo "skip $run (scored meanwhile)"; exit 0; fi
 
 if [ -z "${DEVICE:-}" ]; then
   DEVICE=$(python -c "import torch; print('gpu' if torch.cuda.is_available() else 'cpu')")
@@ -34,7 +41,7 @@ fairseq-train "$data" --user-dir "$user_dir" "${train_args[@]}" "${device_args[@
   --no-epoch-checkpoints --num-workers 0 --log-format simple --log-interval 100 \
   --required-batch-size-multiple 1 \
   --eval-seq-acc --best-checkpoint-metric seq_acc --maximize-best-checkpoint-metric \
-  "$@" 2>&1 | tee "$run/train.log" | grep -E "valid on|done training|Error" \
+  "$@" 2>&1 | tee -a "$run/train.log" | grep -E "valid on|done training|Error" \
   | sed -u "s|^.*| [$(basename "$run")] &|; s|\(valid on 'valid' subset\).*\(seq_acc [0-9.]*\).*\(num_updates [0-9]*\).*|\1 \2 \3|"
 status=${PIPESTATUS[0]}
 set -e
