@@ -150,7 +150,8 @@ def _add_sweep_parsers(sub) -> None:
     lk = sub.add_parser("lock", help="run a command while holding RUN_DIR/.lock (exit 75 "
                                      "when another process holds it)")
     lk.add_argument("run_dir")
-    lk.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND ARGS...")
+    lk.add_argument("lock_command", nargs=argparse.REMAINDER, metavar="-- COMMAND",
+                    help="the command and its arguments")
 
 
 def _guess_grammar(examples):
@@ -363,7 +364,8 @@ def cmd_lock(args) -> int:
     """``lock``: run a command while holding the run directory's lock."""
     from .experiments.sweep import run_locked
 
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    command = args.lock_command
+    command = command[1:] if command[:1] == ["--"] else command
     if not command:
         raise ValueError("no command given. Fix: fairseq-entropy lock RUN_DIR -- COMMAND ...")
     return run_locked(args.run_dir, command)
