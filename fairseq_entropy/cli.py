@@ -284,6 +284,7 @@ def cmd_aggregate(args) -> None:
         print(f"Spearman(entropy, accuracy) {exp} {model} {ckpt}: "
               f"{'n/a' if rho is None else f'{rho:.3f}'}")
     print(f"results: {res['results']}\nsummary: {res['summary']}\nplot:    {res['plot']}")
+    print(f"report:  {res['report']}")
 
 
 def cmd_train_args(args) -> None:

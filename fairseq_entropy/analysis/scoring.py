@@ -307,10 +307,12 @@ def plot(summary: Sequence[dict], path: str | os.PathLike, checkpoint: str = "la
 
 
 def aggregate(roots: Sequence[str | os.PathLike], out_dir: str | os.PathLike) -> dict:
-    """Write ``results.tsv``, ``summary.tsv`` and ``accuracy_vs_entropy.png`` into ``out_dir``.
+    """Write ``results.tsv``, ``accuracy_vs_entropy.png`` and the report
+    (:func:`.report.write_report`: ``summary.tsv``, ``curves.tsv``, ``fig_*.png``,
+    ``report.md``) into ``out_dir``.
 
     Returns:
-        ``{"results", "summary", "plot", "table", "spearman"}``.
+        ``{"results", "summary", "plot", "report", "table", "spearman"}``.
     """
     rows = collect_scores(roots)
     summary = summarize(rows)
@@ -325,9 +327,11 @@ def aggregate(roots: Sequence[str | os.PathLike], out_dir: str | os.PathLike) ->
         return buf.getvalue()
 
     atomic_write_text(out / "results.tsv", tsv(rows, RESULT_COLUMNS))
-    atomic_write_text(out / "summary.tsv", tsv(summary, ("experiment", "model", "checkpoint",
-                                                         "level", "entropy_bits", "mean", "std",
-                                                         "n")))
+    # summary.tsv (seed statistics, CIs, agreement), curves.tsv, fig_*.png and report.md
+    from .report import write_report
+
+    report = write_report(rows, out)
     png = plot(summary, out / "accuracy_vs_entropy.png")
-    return {"results": out / "results.tsv", "summary": out / "summary.tsv", "plot": png,
-            "table": format_table(summary), "spearman": spearman(summary)}
+    return {"results": out / "results.tsv", "summary": report["summary"], "plot": png,
+            "report": report["report"], "table": format_table(summary),
+            "spearman": spearman(summary)}
