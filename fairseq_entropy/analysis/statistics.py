@@ -113,15 +113,15 @@ def fit_h50(entropy: Sequence[float], accuracy: Sequence[float]) -> float:
     """H50 (bits) of a logistic fit of ``accuracy`` against ``entropy``.
 
     Returns:
-        the fitted crossing of 0.5, or NaN when there are fewer than 3 levels, the fit fails,
-        or the crossing lies outside the measured entropy range (the curve never crosses 0.5
-        there, e.g. it stays above it).
+        the fitted crossing of 0.5, or NaN when there are fewer than 3 levels, every
+        accuracy lies on the same side of 0.5 (the curve does not cross it), the fit fails,
+        or the fitted crossing lies outside the measured entropy range.
     """
     from scipy.optimize import OptimizeWarning, curve_fit
 
     h = np.asarray(entropy, dtype=float)
     a = np.asarray(accuracy, dtype=float)
-    if len(h) < 3 or np.ptp(h) == 0:
+    if len(h) < 3 or np.ptp(h) == 0 or np.all(a > 0.5) or np.all(a < 0.5):
         return NAN
     lo, hi = float(h.min()), float(h.max())
     start = float(h[np.argmin(np.abs(a - 0.5))])
