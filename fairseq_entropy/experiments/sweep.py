@@ -34,6 +34,7 @@ import sys
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
@@ -314,6 +315,8 @@ def run_cell(cell: Cell, root: str | os.PathLike, slot: Optional[dict] = None,
     acc = scored(cell, root)
     if acc is not None:
         return CellResult(cell.name, "skipped", "scored before", 0.0, acc)
+    if CHILDREN.stopping:
+        return CellResult(cell.name, "failed", "the sweep was stopped before this cell began")
     bindir = str(Path(sys.executable).parent)
     env = dict(os.environ, PATH=f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}")
     env.pop(LOCK_ENV, None)
@@ -410,6 +413,31 @@ class Progress:
                 f"{left} s left")
 
 
+@contextmanager
+def _stop_children_on_signal(pool: ThreadPoolExecutor):
+    """On SIGINT or SIGTERM (main thread only): stop every running cell's process group,
+    drop the cells not yet started, and exit with 128 + the signal number. A stopped cell
+    resumes from its ``checkpoint_last.pt`` when the sweep is run again."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(sig, _frame):
+        CHILDREN.terminate()
+        pool.shutdown(wait=False, cancel_futures=True)
+        print(f"sweep: stopped by signal {sig}; running cells were terminated. Fix: run the "
+              "same command again to resume them (finished cells are skipped)",
+              file=sys.stderr, flush=True)
+        raise SystemExit(128 + sig)
+
+    old = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
 def run_local(cells: Sequence[Cell], root: str | os.PathLike, slots: Sequence[dict],
               runner: Callable[[Cell, dict], CellResult] = None,
               progress: Optional[Progress] = None) -> List[CellResult]:
@@ -435,7 +463,7 @@ def run_local(cells: Sequence[Cell], root: str | os.PathLike, slots: Sequence[di
                 free.append(slot)
 
     results: Dict[int, CellResult] = {}
-    with ThreadPoolExecutor(max_workers=len(slots)) as pool:
+    with ThreadPoolExecutor(max_workers=len(slots)) as pool, _stop_children_on_signal(pool):
         futures = {pool.submit(task, c): i for i, c in enumerate(cells)}
         pending = set(futures)
         last = time.monotonic()
