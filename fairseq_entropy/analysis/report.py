@@ -21,7 +21,7 @@ import io
 import math
 import os
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, Optional, Sequence
 
 from ..scan.datafiles import atomic_write_text
 from . import statistics as st

@@ -329,7 +329,8 @@ def run_cell(cell: Cell, root: str | os.PathLike, slot: Optional[dict] = None,
     run.mkdir(parents=True, exist_ok=True)
     log = run / "sweep.log"
     with open(log, "a") as out:
-        out.write(f"=== {time.strftime('%Y-%m-%dT%H:%M:%S')} {' '.join(recipe_command(cell, root, recipe))}\n")
+        command = " ".join(recipe_command(cell, root, recipe))
+        out.write(f"=== {time.strftime('%Y-%m-%dT%H:%M:%S')} {command}\n")
         out.flush()
         try:
             p = CHILDREN.start(recipe_command(cell, root, recipe), env=env, stdout=out,
