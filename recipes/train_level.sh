@@ -35,17 +35,24 @@ read -ra train_args <<< "$line"
 model=$(fairseq-entropy train-args "$preset" --data "$data" --field model)
 
 mkdir -p "$run"
-set +e
-fairseq-train "$data" --user-dir "$user_dir" "${train_args[@]}" "${device_args[@]}" \
-  --seed "$seed" --save-dir "$run/checkpoints" --tensorboard-logdir "$run/tensorboard" \
-  --no-epoch-checkpoints --num-workers 0 --log-format simple --log-interval 100 \
-  --required-batch-size-multiple 1 \
-  --eval-seq-acc --best-checkpoint-metric seq_acc --maximize-best-checkpoint-metric \
-  "$@" 2>&1 | tee -a "$run/train.log" | grep -E "valid on|done training|Error" \
-  | sed -u "s|^.*| [$(basename "$run")] &|; s|\(valid on 'valid' subset\).*\(seq_acc [0-9.]*\).*\(num_updates [0-9]*\).*|\1 \2 \3|"
-status=${PIPESTATUS[0]}
-set -e
-[ "$status" -eq 0 ] || { echo "fairseq-train failed (exit $status): see $run/train.log" >&2; exit 1; }
+# fairseq-train started again on a finished checkpoint_last.pt makes one more update and
+# saves it, so a run cut off while decoding or scoring goes straight back to decoding
+if [ -f "$run/checkpoints/trained" ]; then
+  echo "skip training $run (finished before); decoding"
+else
+  set +e
+  fairseq-train "$data" --user-dir "$user_dir" "${train_args[@]}" "${device_args[@]}" \
+    --seed "$seed" --save-dir "$run/checkpoints" --tensorboard-logdir "$run/tensorboard" \
+    --no-epoch-checkpoints --num-workers 0 --log-format simple --log-interval 100 \
+    --required-batch-size-multiple 1 \
+    --eval-seq-acc --best-checkpoint-metric seq_acc --maximize-best-checkpoint-metric \
+    "$@" 2>&1 | tee -a "$run/train.log" | grep -E "valid on|done training|Error" \
+    | sed -u "s|^.*| [$(basename "$run")] &|; s|\(valid on 'valid' subset\).*\(seq_acc [0-9.]*\).*\(num_updates [0-9]*\).*|\1 \2 \3|"
+  status=${PIPESTATUS[0]}
+  set -e
+  [ "$status" -eq 0 ] || { echo "fairseq-train failed (exit $status): see $run/train.log" >&2; exit 1; }
+  touch "$run/checkpoints/trained"
+fi
 
 generate() {  # generate CHECKPOINT_NAME LABEL
   fairseq-generate "$data" --user-dir "$user_dir" --task systematicity \

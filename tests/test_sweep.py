@@ -307,3 +307,14 @@ def test_killed_cell_resumes_to_the_uninterrupted_score(tiny_data, tmp_path):
     assert resumed["accuracy"] == straight["accuracy"] and resumed["n"] == 48
     # the same weights decode the same hypotheses with the same scores, to the last digit
     assert hypotheses(run) == hypotheses(cell.run_dir(roots["straight"]))
+
+    # cut off after training, while decoding: decoded again without one more update
+    checkpoint = (run / "checkpoints" / "checkpoint_last.pt").read_bytes()
+    shutil.rmtree(run / "last")
+    (run / "generate-last.txt").write_text("H-0\tcut off")
+    res = subprocess.run(sweep_cmd(root), capture_output=True, text=True, env=env())
+    assert "done 1, failed 0" in res.stdout
+    assert "skip training" in (run / "sweep.log").read_text()
+    assert (run / "checkpoints" / "checkpoint_last.pt").read_bytes() == checkpoint
+    assert json.loads((run / "last/score.json").read_text())["accuracy"] == resumed["accuracy"]
+    assert hypotheses(run) == hypotheses(cell.run_dir(roots["straight"]))
