@@ -82,7 +82,8 @@ def plot_figure(cells: Sequence[dict], paper_rows: Sequence[dict], name: str,
     models = sorted({c["model"] for c in cells})
     cols = min(3, len(models))
     rows_ = math.ceil(len(models) / cols)
-    fig, axes = plt.subplots(rows_, cols, figsize=(4.6 * cols, 3.6 * rows_), squeeze=False)
+    fig, axes = plt.subplots(rows_, cols, figsize=(max(4.6 * cols, 6.4), 3.6 * rows_),
+                             squeeze=False)
     for ax in axes.flat[len(models):]:
         ax.set_visible(False)
     for ax, model in zip(axes.flat, models):
