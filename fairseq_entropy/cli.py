@@ -15,6 +15,8 @@ Subcommands::
     fairseq-entropy train-args PRESET --data LEVEL_DATABIN [--epochs E]
     fairseq-entropy recipes-dir
     fairseq-entropy user-dir
+    fairseq-entropy sweep GRID [--root DIR] [--jobs N] [--dry-run] [--executor local|slurm]
+    fairseq-entropy lock RUN_DIR -- COMMAND...
 
 Errors are printed as one line ``fairseq-entropy: error: ...`` with exit status 2; nothing is
 written when a command fails.
@@ -193,7 +195,34 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("recipes-dir", help="print the directory of the shell recipes "
                                        "(train_level.sh, quickstart.sh)")
     sub.add_parser("user-dir", help="print the absolute path to pass to fairseq's --user-dir")
+    _add_sweep_parsers(sub)
     return p
+
+
+def _add_sweep_parsers(sub) -> None:
+    w = sub.add_parser("sweep", help="run every cell of a grid file (recipes/experiments/)")
+    w.add_argument("grid", help="grid file (.toml or .json)")
+    w.add_argument("--root", help="directory for data, data-bin, runs and the status file "
+                                  "(default: sweeps/<grid name>)")
+    w.add_argument("--preset", action="append", help="run only this preset of the grid "
+                                                     "(repeatable)")
+    w.add_argument("--jobs", type=int, help="cells at once (default: one per CPU core; on "
+                                            "GPUs, GPUs x --per-gpu)")
+    w.add_argument("--dry-run", action="store_true", help="print every command, run nothing")
+    w.add_argument("--executor", choices=["local", "slurm", "submitit-local", "submitit-debug"],
+                   default="local", help="local worker processes, or a submitit job array "
+                   "(slurm; submitit-local / submitit-debug run it without Slurm)")
+    w.add_argument("--device", choices=["auto", "cpu", "gpu"], default="auto")
+    w.add_argument("--gpus", type=int, help="number of GPUs (default: "
+                                            "torch.cuda.device_count())")
+    w.add_argument("--per-gpu", type=int, default=8, help="runs packed on each GPU")
+    w.add_argument("--recipe", help="train recipe (default recipes/train_level.sh)")
+
+    lk = sub.add_parser("lock", help="run a command while holding RUN_DIR/.lock (exit 75 "
+                                     "when another process holds it)")
+    lk.add_argument("run_dir")
+    lk.add_argument("lock_command", nargs=argparse.REMAINDER, metavar="-- COMMAND",
+                    help="the command and its arguments")
 
 
 def _guess_grammar(examples):
@@ -484,6 +513,7 @@ def cmd_aggregate(args) -> None:
         print(f"Spearman(entropy, accuracy) {exp} {preset} N={n_train} {ckpt}: "
               f"{'n/a' if rho is None else f'{rho:.3f}'}")
     print(f"results: {res['results']}\nsummary: {res['summary']}\nplot:    {res['plot']}")
+    print(f"report:  {res['report']}")
 
 
 def cmd_train_args(args) -> None:
@@ -544,9 +574,78 @@ def cmd_user_dir(args) -> None:
     print(Path(__file__).resolve().parent)
 
 
+def cmd_sweep(args) -> None:
+    """``sweep``: expand a grid into cells and run them (see experiments/sweep.py)."""
+    from .experiments import sweep
+    from .experiments.grids import load_grid
+
+    grid = load_grid(args.grid)
+    cells = grid.cells(args.preset)
+    root = Path(args.root or Path("sweeps") / grid.name)
+    device, gpus = args.device, args.gpus
+    if device == "auto":
+        if gpus is None:
+            import torch
+
+            gpus = torch.cuda.device_count()
+        device = "gpu" if gpus else "cpu"
+    elif device == "gpu" and gpus is None:
+        import torch
+
+        gpus = torch.cuda.device_count()
+    slots = sweep.device_slots(args.jobs, device, gpus or 0, args.per_gpu) \
+        if args.executor == "local" else [{}]
+    shape = (f"{len(set(c.preset for c in cells))} preset(s) x {len(grid.n)} N x "
+             f"{len(grid.levels)} levels x {len(grid.seeds)} seeds")
+    print(f"# grid {grid.path}: {len(cells)} cells ({shape}), schedule "
+          f"{grid.schedule.label}, root {root}, executor {args.executor}, "
+          f"{len(slots)} worker slot(s)")
+    if args.dry_run:
+        seen = set()
+        for i, cell in enumerate(cells):
+            if cell.data_key not in seen:
+                seen.add(cell.data_key)
+                for cmd in sweep.data_commands(cell, root):
+                    print(" ".join(cmd))
+            state = " (scored: skipped)" if sweep.scored(cell, root) is not None else ""
+            env = sweep.cell_env(cell, slots[i % len(slots)])
+            print(f"# cell {i + 1}/{len(cells)} {cell.name}{state}")
+            print(" ".join([f"{k}={v}" for k, v in env.items()]
+                           + sweep.recipe_command(cell, root, args.recipe)))
+        return
+    if args.executor == "local":
+        results = sweep.run_local(cells, root, slots,
+                                  lambda c, s: sweep.run_cell(c, root, s, args.recipe))
+    else:
+        cluster = {"slurm": "slurm", "submitit-local": "local",
+                   "submitit-debug": "debug"}[args.executor]
+        results = sweep.run_submitit(cells, root, grid.resources, cluster, args.recipe)
+    status = sweep.write_status(results, root / "sweep-status.tsv")
+    print(sweep.format_summary(results), end="")
+    print(f"status: {status}\nnext: fairseq-entropy aggregate {root / 'runs'} --out "
+          f"{root / 'results'}")
+    bad = sweep.summarize(results)
+    if bad["failed"] or bad["locked"]:
+        raise RuntimeError(f"{bad['failed']} cell(s) failed and {bad['locked']} locked; "
+                           f"see {status}. Fix: correct the reason given and re-run the same "
+                           "command (finished cells are skipped)")
+
+
+def cmd_lock(args) -> int:
+    """``lock``: run a command while holding the run directory's lock."""
+    from .experiments.sweep import run_locked
+
+    command = args.lock_command
+    command = command[1:] if command[:1] == ["--"] else command
+    if not command:
+        raise ValueError("no command given. Fix: fairseq-entropy lock RUN_DIR -- COMMAND ...")
+    return run_locked(args.run_dir, command)
+
+
 COMMANDS = {"build": cmd_build, "measure": cmd_measure, "binarize": cmd_binarize,
             "score": cmd_score, "aggregate": cmd_aggregate, "train-args": cmd_train_args,
-            "recipes-dir": cmd_recipes_dir, "user-dir": cmd_user_dir}
+            "recipes-dir": cmd_recipes_dir, "user-dir": cmd_user_dir,
+            "sweep": cmd_sweep, "lock": cmd_lock}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -555,11 +654,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        COMMANDS[args.command](args)
+        status = COMMANDS[args.command](args)
     except (ValueError, RuntimeError, OSError) as e:
         print(f"fairseq-entropy: error: {e}", file=sys.stderr)
         return 2
-    return 0
+    return status or 0
 
 
 if __name__ == "__main__":

@@ -6,7 +6,10 @@
 #
 # Environment: SEED (default 1), EPOCHS / MAX_UPDATE (override the preset's schedule, e.g. for
 # a CPU-sized run), DEVICE (cpu|gpu, default: gpu when torch sees one), GEN_BATCH (default 512).
-# A run whose RUN_DIR/last/score.json exists is skipped.  --required-batch-size-multiple 1:
+# A run whose RUN_DIR/last/score.json exists is skipped; a cut-off run resumes from its
+# checkpoint_last.pt.  The run holds RUN_DIR/.lock (host and PID) while it works: a second
+# launch on the same RUN_DIR exits with status 75 without touching it, a lock left by a dead
+# process is taken over.  --required-batch-size-multiple 1:
 # fairseq's default of 8 silently drops the last sentences of a split whose size is not a
 # multiple of 8 (e.g. 6 of the 174 validation commands at 0 bits).
 set -euo pipefail
@@ -25,6 +28,10 @@ if [ -f "$here/../__init__.py" ]; then user_dir=$(cd "$here/.." && pwd)
 else user_dir=$(cd "$here/../fairseq_entropy" && pwd); fi
 seed=${SEED:-1}
 if [ -f "$run/last/score.json" ]; then echo "skip $run (already scored)"; exit 0; fi
+if [ "${FAIRSEQ_ENTROPY_LOCK:-}" != "$(mkdir -p "$run" && cd "$run" && pwd -P)" ]; then
+  exec fairseq-entropy lock "$run" -- bash "$0" "$preset" "$data" "$run" "$@"
+fi
+if [ -f "$run/last/score.json" ]; then echo "skip $run (scored meanwhile)"; exit 0; fi
 
 if [ -z "${DEVICE:-}" ]; then
   DEVICE=$(python -c "import torch; print('gpu' if torch.cuda.is_available() else 'cpu')")
@@ -38,17 +45,24 @@ read -ra train_args <<< "$line"
 model=$(fairseq-entropy train-args "$preset" --data "$data" --field model)
 
 mkdir -p "$run"
-set +e
-fairseq-train "$data" --user-dir "$user_dir" "${train_args[@]}" "${device_args[@]}" \
-  --seed "$seed" --save-dir "$run/checkpoints" --tensorboard-logdir "$run/tensorboard" \
-  --no-epoch-checkpoints --num-workers 0 --log-format simple --log-interval 100 \
-  --required-batch-size-multiple 1 \
-  --eval-seq-acc --best-checkpoint-metric seq_acc --maximize-best-checkpoint-metric \
-  "$@" 2>&1 | tee "$run/train.log" | grep --line-buffered -E "valid on|progress: |done training|Error" \
-  | sed -u "s|^.*\(progress: .*\)|\1|; s|^.*| [$(basename "$run")] &|; s|\(valid on 'valid' subset\).*\(seq_acc [0-9.]*\).*\(num_updates [0-9]*\).*|\1 \2 \3|"
-status=${PIPESTATUS[0]}
-set -e
-[ "$status" -eq 0 ] || { echo "fairseq-train failed (exit $status): see $run/train.log" >&2; exit 1; }
+# fairseq-train started again on a finished checkpoint_last.pt makes one more update and
+# saves it, so a run cut off while decoding or scoring goes straight back to decoding
+if [ -f "$run/checkpoints/trained" ]; then
+  echo "skip training $run (finished before); decoding"
+else
+  set +e
+  fairseq-train "$data" --user-dir "$user_dir" "${train_args[@]}" "${device_args[@]}" \
+    --seed "$seed" --save-dir "$run/checkpoints" --tensorboard-logdir "$run/tensorboard" \
+    --no-epoch-checkpoints --num-workers 0 --log-format simple --log-interval 100 \
+    --required-batch-size-multiple 1 \
+    --eval-seq-acc --best-checkpoint-metric seq_acc --maximize-best-checkpoint-metric \
+    "$@" 2>&1 | tee -a "$run/train.log" | grep --line-buffered -E "valid on|progress: |done training|Error" \
+    | sed -u "s|^.*\(progress: .*\)|\1|; s|^.*| [$(basename "$run")] &|; s|\(valid on 'valid' subset\).*\(seq_acc [0-9.]*\).*\(num_updates [0-9]*\).*|\1 \2 \3|"
+  status=${PIPESTATUS[0]}
+  set -e
+  [ "$status" -eq 0 ] || { echo "fairseq-train failed (exit $status): see $run/train.log" >&2; exit 1; }
+  touch "$run/checkpoints/trained"
+fi
 
 generate() {  # generate CHECKPOINT_NAME LABEL
   fairseq-generate "$data" --user-dir "$user_dir" --task systematicity \

@@ -565,15 +565,13 @@ def plot(summary: Sequence[dict], path: str | os.PathLike, checkpoint: str = "la
     return path
 
 
-SUMMARY_COLUMNS = ("experiment", "preset", "model", "n_train", "checkpoint", "level",
-                   "entropy_bits", "mean", "std", "n")
-
-
 def aggregate(roots: Sequence[str | os.PathLike], out_dir: str | os.PathLike) -> dict:
-    """Write ``results.tsv``, ``summary.tsv`` and ``accuracy_vs_entropy.png`` into ``out_dir``.
+    """Write ``results.tsv``, ``accuracy_vs_entropy.png`` and the report
+    (:func:`.report.write_report`: ``summary.tsv``, ``curves.tsv``, ``fig_*.png``,
+    ``report.md``) into ``out_dir``.
 
     Returns:
-        ``{"results", "summary", "plot", "table", "spearman"}``.
+        ``{"results", "summary", "plot", "report", "table", "spearman"}``.
 
     Raises:
         ScoreError: see :func:`collect_scores` and :func:`group_runs`.
@@ -592,7 +590,14 @@ def aggregate(roots: Sequence[str | os.PathLike], out_dir: str | os.PathLike) ->
         return buf.getvalue()
 
     atomic_write_text(out / "results.tsv", tsv(rows, RESULT_COLUMNS))
-    atomic_write_text(out / "summary.tsv", tsv(summary, SUMMARY_COLUMNS))
+    # summary.tsv (seed statistics, CIs, agreement), curves.tsv, fig_*.png and report.md
+    from .report import write_report
+
+    # curves are named by preset; the paper's model of a preset comes from its runs' model
+    paper_of_preset = {r["preset"]: paper_model_name(r["model"]) for r in rows}
+    report = write_report(rows, out,
+                          paper_model=lambda name: paper_of_preset.get(name, name))
     png = plot(summary, out / "accuracy_vs_entropy.png")
-    return {"results": out / "results.tsv", "summary": out / "summary.tsv", "plot": png,
-            "table": format_table(summary), "spearman": spearman(summary)}
+    return {"results": out / "results.tsv", "summary": report["summary"], "plot": png,
+            "report": report["report"], "table": format_table(summary),
+            "spearman": spearman(summary)}

@@ -28,7 +28,7 @@ from typing import Optional
 import numpy as np
 import torch
 from fairseq import utils
-from fairseq.data import BaseWrapperDataset
+from fairseq.data import BaseWrapperDataset, data_utils
 from fairseq.logging import metrics
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
@@ -197,6 +197,29 @@ class TrainingProgress:
                 f"last valid seq_acc {acc}")
 
 
+class FirstEpochOrderDataset(BaseWrapperDataset):
+    """Wraps a training set so that its batches are composed as in epoch 1, whatever the epoch.
+
+    Without ``--random-batches`` fairseq composes the length-sorted batches once, when the
+    training iterator is created, from ``ordered_indices`` under numpy seeded with
+    ``seed + epoch``, and keeps them for the rest of the run (only their order is reshuffled
+    every epoch). An uninterrupted run creates the iterator at epoch 1; a run resumed from
+    ``checkpoint_last.pt`` creates it at the resumed epoch, and so trains on other batches
+    (same lengths, other commands). :meth:`SystematicityTask.get_batch_iterator` sets
+    ``order_seed`` to ``seed + 1``, the seed of epoch 1, so both runs see the same batches.
+    """
+
+    def __init__(self, dataset):
+        super().__init__(dataset)
+        self.order_seed = None
+
+    def ordered_indices(self):
+        if self.order_seed is None:
+            return self.dataset.ordered_indices()
+        with data_utils.numpy_seed(self.order_seed):
+            return self.dataset.ordered_indices()
+
+
 def exact_match(hyp_tokens: torch.Tensor, ref_tokens: torch.Tensor, pad: int, eos: int) -> bool:
     """Whether two token sequences are equal once padding and end-of-sentence are stripped."""
     def strip(t):
@@ -297,6 +320,8 @@ class SystematicityTask(TranslationTask):
         if self.cfg.random_batches and split == self.cfg.train_subset:
             self.cfg.rebuild_batches = True
             self.datasets[split] = RandomOrderDataset(self.datasets[split])
+        elif split == self.cfg.train_subset:
+            self.datasets[split] = FirstEpochOrderDataset(self.datasets[split])
 
     def begin_epoch(self, epoch, model):
         """Start the progress clock's epoch ``epoch`` (fairseq hook)."""
@@ -374,3 +399,15 @@ class SystematicityTask(TranslationTask):
                     lambda meters: round(
                         meters["_seq_acc_correct"].sum / meters["_seq_acc_total"].sum, 4)
                     if meters["_seq_acc_total"].sum > 0 else 0.0)
+
+    def get_batch_iterator(self, dataset, *args, seed=1, **kwargs):
+        """fairseq's batch iterator; a :class:`FirstEpochOrderDataset` gets the seed of epoch 1.
+
+        With this, a run resumed from a checkpoint trains on the same batches as an
+        uninterrupted run (fairseq restores the model, optimizer, scheduler, epoch and
+        iterator position, and reseeds torch with ``seed + update`` before every update, so
+        dropout is restored too). ``seed`` must be passed by keyword, as fairseq does.
+        """
+        if isinstance(dataset, FirstEpochOrderDataset):
+            dataset.order_seed = seed + 1
+        return super().get_batch_iterator(dataset, *args, seed=seed, **kwargs)

@@ -1,0 +1,229 @@
+"""The report of an aggregate: ``summary.tsv``, ``curves.tsv``, one PNG per paper figure and
+``report.md`` (the figures, the per-curve statistics and the agreement table).
+
+Works on plain result rows (see :mod:`.statistics`); the paper's numbers come from
+``paper_results.tsv`` (Wold et al., arXiv 2505.13089, mean and std over 5 seeds).
+
+Figures, after the paper's:
+
+* ``fig_exp1.png``: Experiment 1 at N = 6000 (or N not recorded), one panel per model;
+* ``fig_exp1_train_size.png``: Experiment 1 curves at other training sizes, one panel per
+  model, one line per N;
+* ``fig_exp2.png``: Experiment 2, one panel per model.
+
+Each panel shows our mean with its 95% bootstrap CI beside the paper's mean +- std.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import os
+from pathlib import Path
+from typing import Callable, Dict, Optional, Sequence
+
+from ..scan.datafiles import atomic_write_text
+from . import statistics as st
+
+#: columns of ``summary.tsv`` (the first eight are those of the plain summary)
+SUMMARY_COLUMNS = ("experiment", "model", "checkpoint", "level", "entropy_bits", "mean", "std",
+                   "n", "train_size", "ci_low", "ci_high", "paper_mean", "paper_std", "diff",
+                   "tolerance", "agree", "note")
+CURVE_COLUMNS = ("experiment", "model", "train_size", "checkpoint", "levels", "seeds", "rho",
+                 "h50", "h50_ci_low", "h50_ci_high", "paper_h50", "note")
+
+
+def _fmt(v, digits=4) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        return "nan" if math.isnan(v) else f"{v:.{digits}f}"
+    return str(v)
+
+
+def tsv(records: Sequence[dict], columns: Sequence[str]) -> str:
+    """Tab-separated text of ``records`` (floats with 6 decimals, NaN as ``nan``)."""
+    buf = io.StringIO()
+    w = csv.writer(buf, delimiter="\t", lineterminator="\n")
+    w.writerow(columns)
+    for r in records:
+        w.writerow([_fmt(r.get(c), 6) for c in columns])
+    return buf.getvalue()
+
+
+def figure_of(record: dict) -> str:
+    """Name of the paper figure a cell or curve belongs to (see the module docstring)."""
+    if record["experiment"] == "exp2":
+        return "exp2"
+    n = record.get("train_size")
+    return "exp1" if n in (None, st.DEFAULT_EXP1_TRAIN_SIZE) else "exp1_train_size"
+
+
+FIGURE_TITLES = {"exp1": "Experiment 1 (mixing): accuracy against second-slot entropy",
+                 "exp1_train_size": "Experiment 1: other training-set sizes",
+                 "exp2": "Experiment 2 (support): accuracy against first-slot entropy"}
+
+
+def plot_figure(cells: Sequence[dict], paper_rows: Sequence[dict], name: str,
+                path: str | os.PathLike,
+                paper_model: Callable[[str], str] = lambda m: m) -> Path:
+    """One PNG: a panel per model, our mean with its 95% CI (error bars; the std when there
+    is no CI) beside the paper's mean +- std (dashed, shaded). ``cells`` are agreement-table
+    rows of one checkpoint and one figure."""
+    import logging
+
+    logging.getLogger("matplotlib").setLevel(logging.WARNING)  # before the import logs
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    models = sorted({c["model"] for c in cells})
+    cols = min(3, len(models))
+    rows_ = math.ceil(len(models) / cols)
+    fig, axes = plt.subplots(rows_, cols, figsize=(max(4.6 * cols, 6.4), 3.6 * rows_),
+                             squeeze=False)
+    for ax in axes.flat[len(models):]:
+        ax.set_visible(False)
+    for ax, model in zip(axes.flat, models):
+        mine = [c for c in cells if c["model"] == model]
+        sizes = sorted({c["train_size"] or 0 for c in mine})
+        for i, n in enumerate(sizes):
+            rs = sorted((c for c in mine if (c["train_size"] or 0) == n),
+                        key=lambda c: c["entropy_bits"])
+            xs = [c["entropy_bits"] for c in rs]
+            ys = [c["mean"] for c in rs]
+            lo = [c["mean"] - c["ci_low"] if not math.isnan(c["ci_low"]) else 0.0 for c in rs]
+            hi = [c["ci_high"] - c["mean"] if not math.isnan(c["ci_high"]) else 0.0 for c in rs]
+            label = f"ours (N={n})" if len(sizes) > 1 else "ours"
+            seeds = max(c["n"] for c in rs)
+            ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", color=f"C{i}", capsize=3,
+                        label=f"{label}, {seeds} seed(s), 95% CI")
+            find = st.paper_lookup(paper_rows, paper_model)
+            ref = [(c["entropy_bits"], find(c["experiment"], model, c["train_size"] or None,
+                                            c["entropy_bits"])[0]) for c in rs]
+            ref = [(x, p) for x, p in ref if p is not None]
+            if not ref:
+                continue
+            # the paper's whole curve at that N, not only the levels we ran
+            p0 = ref[0][1]
+            full = sorted((float(p["entropy_bits"]), float(p["accuracy_mean"]),
+                           float(p["accuracy_std"])) for p in paper_rows
+                          if p["experiment"] == p0["experiment"] and p["model"] == p0["model"]
+                          and p["train_size"] == p0["train_size"])
+            px, pm, ps = zip(*full)
+            ax.plot(px, pm, linestyle="--", marker="x", color=f"C{i}", alpha=0.7,
+                    label=f"paper{' (N=' + str(n) + ')' if len(sizes) > 1 else ''}, "
+                          "mean +- std")
+            ax.fill_between(px, [m - s for m, s in zip(pm, ps)], [m + s for m, s in zip(pm, ps)],
+                            color=f"C{i}", alpha=0.12)
+        ax.set_title(model, fontsize=10)
+        ax.set_xlabel("entropy (bits)")
+        ax.set_ylabel("exact-match accuracy")
+        ax.set_ylim(-0.03, 1.03)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="best")
+    fig.suptitle(FIGURE_TITLES.get(name, name), fontsize=11)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    os.replace(tmp, path)
+    return path
+
+
+def _md_table(records: Sequence[dict], columns: Sequence[str], headers: Sequence[str]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    for r in records:
+        lines.append("| " + " | ".join(_fmt(r.get(c), 3) if c != "level" else str(r[c])
+                                       for c in columns) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _interval(low: float, high: float) -> str:
+    return "n/a" if math.isnan(low) or math.isnan(high) else f"[{low:.3f}, {high:.3f}]"
+
+
+def write_report(rows: Sequence[dict], out_dir: str | os.PathLike,
+                 paper_rows: Optional[Sequence[dict]] = None,
+                 paper_model: Callable[[str], str] = lambda m: m,
+                 checkpoint: str = "last", command: str = "") -> Dict[str, Path]:
+    """Write ``summary.tsv``, ``curves.tsv``, ``fig_<figure>.png`` and ``report.md``.
+
+    Args:
+        rows: result rows (one per run and checkpoint).
+        paper_rows: the paper's results (default: the packaged ``paper_results.tsv``).
+        paper_model: maps a curve name (model or preset) to the paper's model name.
+        checkpoint: the checkpoint drawn in the figures (tables hold every checkpoint).
+        command: the command that produced the report (quoted in ``report.md``).
+
+    Returns:
+        ``{"summary", "curves", "report", "figures": [...]}`` paths.
+    """
+    if paper_rows is None:
+        from .scoring import paper_results
+
+        paper_rows = paper_results()
+    out = Path(out_dir)
+    cells = st.agreement_table(st.cell_statistics(rows), paper_rows, paper_model)
+    curves = st.curve_statistics(rows)
+    find = st.paper_lookup(paper_rows, paper_model)
+    for c in curves:  # H50 of the paper's mean curve at the same levels, for comparison
+        mine = [x for x in cells if (x["experiment"], x["model"], x["train_size"],
+                                     x["checkpoint"]) == (c["experiment"], c["model"],
+                                                          c["train_size"], c["checkpoint"])]
+        ref = [find(x["experiment"], x["model"], x["train_size"], x["entropy_bits"])[0]
+               for x in mine]
+        c["paper_h50"] = st.fit_h50([float(p["entropy_bits"]) for p in ref],
+                                    [float(p["accuracy_mean"]) for p in ref]) \
+            if ref and all(p is not None for p in ref) else st.NAN
+    paths: Dict[str, object] = {}
+    atomic_write_text(out / "summary.tsv", tsv(cells, SUMMARY_COLUMNS))
+    atomic_write_text(out / "curves.tsv", tsv(curves, CURVE_COLUMNS))
+    paths["summary"], paths["curves"] = out / "summary.tsv", out / "curves.tsv"
+
+    drawn = [c for c in cells if c["checkpoint"] == checkpoint] or list(cells)
+    figures = []
+    for name in ("exp1", "exp1_train_size", "exp2"):
+        mine = [c for c in drawn if figure_of(c) == name]
+        if mine:
+            figures.append((name, plot_figure(mine, paper_rows, name, out / f"fig_{name}.png",
+                                              paper_model)))
+    paths["figures"] = [p for _, p in figures]
+
+    agree = [c for c in cells if c["agree"] in ("yes", "no")]
+    n_yes = sum(c["agree"] == "yes" for c in agree)
+    md = ["# Results against the paper\n",
+          f"Produced by `{command or 'fairseq-entropy aggregate'}` from {len(rows)} scored "
+          f"run(s) (one row per run and checkpoint in `results.tsv`). Paper: Wold, "
+          "Charpentier and Simon, *Systematic Generalization in Language Models Scales with "
+          "Information Entropy* (ACL Findings 2025), mean +- std over 5 seeds.\n",
+          f"Agreement: a cell agrees when |ours - paper mean| <= max({st.AGREE_STDS:g} x "
+          f"paper std, {st.AGREE_FLOOR:.2f}). **{n_yes} of {len(agree)}** cells with a paper "
+          "value agree. CIs are 95% percentile bootstrap intervals over seeds "
+          "(`scipy.stats.bootstrap`); with one seed there is no CI.\n"]
+    for name, p in figures:
+        md.append(f"## {FIGURE_TITLES[name]}\n\n![{name}]({p.name})\n")
+    md.append("## Curves: Spearman rho and H50\n")
+    md.append("H50 is the entropy (bits) at which a logistic fit of accuracy against entropy "
+              "crosses 0.5 (`scipy.optimize.curve_fit`); its CI resamples whole per-seed "
+              "curves. The paper's H50 is the same fit of its mean curve at our levels.\n")
+    md.append(_md_table(
+        [{**c, "h50_ci": _interval(c["h50_ci_low"], c["h50_ci_high"])} for c in curves],
+        ("experiment", "model", "train_size", "checkpoint", "levels", "seeds", "rho", "h50",
+         "h50_ci", "paper_h50", "note"),
+        ("experiment", "model", "N", "ckpt", "levels", "seeds", "Spearman rho", "H50 (bits)",
+         "H50 95% CI", "paper H50", "note")))
+    md.append("\n## Agreement with the paper, per cell\n")
+    md.append(_md_table(
+        [{**c, "ci": _interval(c["ci_low"], c["ci_high"])} for c in cells],
+        ("experiment", "model", "train_size", "checkpoint", "level", "entropy_bits", "n",
+         "mean", "std", "ci", "paper_mean", "paper_std", "diff", "tolerance", "agree", "note"),
+        ("experiment", "model", "N", "ckpt", "level", "H (bits)", "seeds", "mean", "std",
+         "95% CI", "paper mean", "paper std", "ours - paper", "tolerance", "agree", "note")))
+    atomic_write_text(out / "report.md", "\n".join(md))
+    paths["report"] = out / "report.md"
+    return paths  # type: ignore[return-value]

@@ -1,0 +1,279 @@
+"""Experiment grids: one declarative file per figure or table, expanded into cells.
+
+A grid file (TOML, read with :mod:`tomllib`, or the same keys as JSON) names::
+
+    experiment = "exp1"                      # exp1 (mixing) or exp2 (support)
+    title = "Experiment 1: accuracy against entropy"
+    presets = ["exp1_transformer_sinusoidal", "exp1_cnn"]   # names in the presets file
+    levels = [0, 0.5, 1, 1.5, 2, 2.5, 3]     # exp1: entropy in bits; exp2: support sizes k
+    seeds = [830, 231, 42, 9876, 2]          # the authors' five seeds
+    n = [6000]                               # exp1 training commands (one or more sizes)
+    schedule = "paper"                       # or {epochs = 8} or {max_update = 30}
+
+    [resources]                              # submitit / Slurm, per cell
+    timeout_min = 60
+    gpus_per_node = 1
+    cpus_per_task = 2
+    mem_gb = 8
+    slurm_partition = "gpu"                  # any submitit ``slurm_*`` parameter
+
+A cell is one (preset, N, seed, level): the data it needs is (experiment, N, seed, level), so
+cells of different presets share their data.  Paths under a sweep root::
+
+    data/<exp>/[n<N>/]seed<S>/<level>/          raw build (``fairseq-entropy build``)
+    data-bin/<exp>/[n<N>/]seed<S>/<level>/      binarized level
+    runs/<exp>/<preset>/[n<N>/]seed<S>/<level>/ checkpoints, logs, generate output, scores
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+from ..scan.builders import level_name
+from .presets import load_presets
+
+#: the seeds the paper's authors trained with (their repository's run scripts)
+AUTHORS_SEEDS = (830, 231, 42, 9876, 2)
+#: keys a grid file may have
+GRID_KEYS = {"experiment", "title", "presets", "levels", "seeds", "n", "schedule",
+             "resources", "notes"}
+EXPERIMENTS = ("exp1", "exp2")
+
+
+class GridError(ValueError):
+    """An unreadable or inconsistent grid file."""
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """Training length of every cell: the preset's own (``paper``) or an override.
+
+    Attributes:
+        epochs: epochs instead of the preset's (None: the preset's).
+        max_update: updates instead of the preset's (None: the preset's).
+    """
+
+    epochs: Optional[float] = None
+    max_update: Optional[int] = None
+
+    @property
+    def label(self) -> str:
+        """``paper``, ``epochs8`` or ``updates30``."""
+        if self.max_update is not None:
+            return f"updates{self.max_update}"
+        if self.epochs is not None:
+            return f"epochs{self.epochs:g}"
+        return "paper"
+
+    def env(self) -> Dict[str, str]:
+        """The ``EPOCHS`` / ``MAX_UPDATE`` variables of ``recipes/train_level.sh``."""
+        out = {}
+        if self.epochs is not None:
+            out["EPOCHS"] = f"{self.epochs:g}"
+        if self.max_update is not None:
+            out["MAX_UPDATE"] = str(self.max_update)
+        return out
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One training run of a grid: a preset trained on one level of one seed's data.
+
+    Attributes:
+        experiment: ``exp1`` or ``exp2``.
+        preset: preset name (resolved through :func:`~.presets.load_presets`).
+        model: the preset's model name (the paper's name, e.g. ``cnn``).
+        n: training commands of an Experiment 1 level (None for Experiment 2).
+        seed: data and training seed.
+        level: entropy in bits (exp1) or support size k (exp2).
+        schedule: training length.
+    """
+
+    experiment: str
+    preset: str
+    model: str
+    n: Optional[int]
+    seed: int
+    level: float
+    schedule: Schedule = field(default_factory=Schedule)
+
+    @property
+    def level_name(self) -> str:
+        """Directory name of the level (``entropy_1.5``, ``support_3``)."""
+        return level_name(self.experiment, self.level)
+
+    def _data_part(self) -> Path:
+        n = Path(f"n{self.n}") if self.n is not None else Path()
+        return Path(self.experiment) / n / f"seed{self.seed}"
+
+    @property
+    def data_key(self) -> str:
+        """Identifies the data the cell trains on; cells with equal keys share it."""
+        return str(self._data_part() / self.level_name)
+
+    def build_dir(self, root: str | Path) -> Path:
+        """Raw build directory; the level's files are in ``build_dir / level_name``."""
+        return Path(root) / "data" / self._data_part() / self.level_name
+
+    def databin(self, root: str | Path) -> Path:
+        """Binarized level directory."""
+        return Path(root) / "data-bin" / self._data_part() / self.level_name
+
+    def run_dir(self, root: str | Path) -> Path:
+        """The run directory handed to ``recipes/train_level.sh``."""
+        n = Path(f"n{self.n}") if self.n is not None else Path()
+        return (Path(root) / "runs" / self.experiment / self.preset / n / f"seed{self.seed}"
+                / self.level_name)
+
+    @property
+    def name(self) -> str:
+        """``preset/n6000/seed830/entropy_1.5`` (for progress lines and summaries)."""
+        n = f"n{self.n}/" if self.n is not None else ""
+        return f"{self.preset}/{n}seed{self.seed}/{self.level_name}"
+
+
+@dataclass
+class Grid:
+    """A parsed grid file (see the module docstring for the keys)."""
+
+    path: Path
+    experiment: str
+    presets: List[str]
+    levels: List[float]
+    seeds: List[int]
+    n: List[Optional[int]]
+    schedule: Schedule
+    title: str = ""
+    resources: Dict[str, object] = field(default_factory=dict)
+    models: Dict[str, str] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        """The file name without its suffix (``exp1``)."""
+        return self.path.stem
+
+    def cells(self, presets: Optional[Sequence[str]] = None) -> List[Cell]:
+        """Every cell, ordered preset, N, level, seed (so that a partial sweep covers whole
+        curves first).
+
+        Args:
+            presets: keep only these presets (None: all of the grid's).
+
+        Raises:
+            GridError: a name in ``presets`` is not in the grid.
+        """
+        chosen = list(self.presets)
+        if presets:
+            unknown = [p for p in presets if p not in self.presets]
+            if unknown:
+                raise GridError(f"{self.path}: preset(s) {', '.join(unknown)} not in the grid. "
+                                f"Fix: choose from {', '.join(self.presets)}")
+            chosen = [p for p in self.presets if p in presets]
+        return [Cell(self.experiment, p, self.models[p], n, s, lv, self.schedule)
+                for p in chosen for n in self.n for lv in self.levels for s in self.seeds]
+
+
+def _read(path: Path) -> dict:
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise GridError(f"{path}: cannot read the grid file ({e.strerror}). Fix: pass a file "
+                        "from recipes/experiments/") from None
+    if path.suffix == ".json":
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as e:
+            raise GridError(f"{path}:{e.lineno}: invalid JSON ({e.msg}). Fix: correct the "
+                            "line") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise GridError(f"{path}: invalid TOML ({e}). Fix: correct that line") from None
+
+
+def load_grid(path: str | Path, presets_path: Optional[str | Path] = None) -> Grid:
+    """Read and check a grid file.
+
+    Args:
+        path: a ``.toml`` or ``.json`` grid file.
+        presets_path: presets file to resolve names in (default: the package's).
+
+    Raises:
+        GridError: the file is unreadable, has an unknown or missing key, a value of the
+            wrong type, a preset that does not exist or belongs to another experiment, or
+            ``n`` given for Experiment 2; the message names the file, the key and the fix.
+    """
+    path = Path(path)
+    raw = _read(path)
+
+    def fail(msg: str) -> GridError:
+        return GridError(f"{path}: {msg}")
+
+    unknown = sorted(set(raw) - GRID_KEYS)
+    if unknown:
+        raise fail(f"unknown key(s) {', '.join(unknown)}. Fix: use only "
+                   f"{', '.join(sorted(GRID_KEYS))}")
+    for key in ("experiment", "presets", "levels", "seeds"):
+        if key not in raw:
+            raise fail(f"missing key {key!r}. Fix: add it (see recipes/experiments/exp1.toml)")
+    exp = raw["experiment"]
+    if exp not in EXPERIMENTS:
+        raise fail(f"experiment = {exp!r}. Fix: use one of {', '.join(EXPERIMENTS)}")
+
+    def number_list(key, kind):
+        value = raw.get(key)
+        if not isinstance(value, list) or not value or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+            raise fail(f"{key} must be a non-empty list of numbers, got {value!r}. Fix: e.g. "
+                       f"{key} = [1, 2]")
+        if kind is int and any(float(v) != int(v) for v in value):
+            raise fail(f"{key} must hold integers, got {value!r}")
+        if len(set(value)) != len(value):
+            raise fail(f"{key} repeats a value: {value!r}. Fix: list each value once")
+        return [kind(v) for v in value]
+
+    levels = number_list("levels", int if exp == "exp2" else float)
+    seeds = number_list("seeds", int)
+    if exp == "exp2":
+        if "n" in raw:
+            raise fail("n is given, but Experiment 2's training size follows from the support "
+                       "size. Fix: remove n")
+        sizes: List[Optional[int]] = [None]
+    else:
+        sizes = number_list("n", int) if "n" in raw else [6000]
+
+    names = raw["presets"]
+    if not isinstance(names, list) or not names or not all(isinstance(p, str) for p in names):
+        raise fail(f"presets must be a non-empty list of preset names, got {names!r}")
+    known = load_presets(presets_path)
+    models = {}
+    for p in names:
+        if p not in known:
+            raise fail(f"unknown preset {p!r}. Fix: use a name from the presets file "
+                       "(fairseq-entropy train-args --help lists where it is)")
+        pexp = known[p].get("experiment")
+        if pexp and pexp != exp:
+            raise fail(f"preset {p!r} is an {pexp} preset but the grid is {exp}. Fix: use the "
+                       f"{exp} preset")
+        models[p] = known[p].get("model", p)
+
+    sched = raw.get("schedule", "paper")
+    if sched == "paper":
+        schedule = Schedule()
+    elif isinstance(sched, dict) and set(sched) <= {"epochs", "max_update"} and len(sched) == 1:
+        schedule = Schedule(epochs=float(sched["epochs"]) if "epochs" in sched else None,
+                            max_update=int(sched["max_update"]) if "max_update" in sched
+                            else None)
+    else:
+        raise fail(f"schedule = {sched!r}. Fix: \"paper\" (the presets' schedules), "
+                   "{epochs = E} or {max_update = U}")
+    resources = raw.get("resources", {})
+    if not isinstance(resources, dict):
+        raise fail("resources must be a table, e.g. [resources] timeout_min = 60")
+    return Grid(path=path, experiment=exp, presets=list(names), levels=levels, seeds=seeds,
+                n=sizes, schedule=schedule, title=str(raw.get("title", "")),
+                resources=dict(resources), models=models)

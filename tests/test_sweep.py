@@ -1,0 +1,320 @@
+"""Grids, the sweep's locks and executors, and exact resume of a killed cell
+(experiments/grids.py, experiments/sweep.py, recipes/train_level.sh)."""
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from fairseq_entropy.cli import main as cli
+from fairseq_entropy.experiments import sweep
+from fairseq_entropy.experiments.grids import (AUTHORS_SEEDS, Cell, GridError, Schedule,
+                                               load_grid)
+
+REPO = Path(__file__).resolve().parents[1]
+GRIDS = REPO / "recipes" / "experiments"
+BIN = Path(sys.executable).parent
+
+
+def env(**extra):
+    return dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+                OMP_NUM_THREADS="1", **extra)
+
+
+# ---------------------------------------------------------------------------------- grids
+def test_every_paper_grid_expands():
+    sizes = {"exp1_transformer_sinusoidal": 7 * 5, "exp1": 6 * 7 * 5,
+             "exp1_train_size": 3 * 7 * 5, "exp2": 5 * 8 * 5, "beyond_paper": 3 * 7 * 5,
+             "demo_cnn": 3 * 2}
+    for name, n in sizes.items():
+        grid = load_grid(GRIDS / f"{name}.toml")
+        assert len(grid.cells()) == n, name
+        if name != "demo_cnn":
+            assert tuple(grid.seeds) == AUTHORS_SEEDS == (830, 231, 42, 9876, 2)
+    exp1 = load_grid(GRIDS / "exp1.toml")
+    assert len(exp1.cells(["exp1_transformer_sinusoidal"])) == 35
+    sizes = {c.n for c in load_grid(GRIDS / "exp1_train_size.toml").cells()}
+    assert sizes == {3000, 4000, 6000}
+    exp2 = load_grid(GRIDS / "exp2.toml").cells()
+    assert {c.n for c in exp2} == {None} and {c.level_name for c in exp2} == {
+        f"support_{k}" for k in range(1, 9)}
+
+
+def test_cells_share_data_across_presets_and_paths_are_distinct(tmp_path):
+    cells = load_grid(GRIDS / "exp1.toml").cells()
+    assert len({c.data_key for c in cells}) == 35          # 7 levels x 5 seeds, 6 presets
+    assert len({c.run_dir(tmp_path) for c in cells}) == 210
+    c = Cell("exp1", "exp1_cnn", "cnn", 6000, 830, 1.5, Schedule())
+    assert c.databin(tmp_path) == tmp_path / "data-bin/exp1/n6000/seed830/entropy_1.5"
+    assert c.run_dir(tmp_path) == tmp_path / "runs/exp1/exp1_cnn/n6000/seed830/entropy_1.5"
+
+
+def test_dry_run_lists_the_35_cells_of_the_sinusoidal_grid(tmp_path, capsys):
+    assert cli(["sweep", str(GRIDS / "exp1_transformer_sinusoidal.toml"), "--dry-run",
+                "--root", str(tmp_path), "--device", "cpu", "--jobs", "2"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("# grid") and "35 cells" in out[0]
+    assert sum(ln.startswith("# cell ") for ln in out) == 35
+    recipe = [ln for ln in out if "train_level.sh exp1_transformer_sinusoidal" in ln]
+    assert len(recipe) == 35 and recipe[0].startswith("SEED=830 DEVICE=cpu OMP_NUM_THREADS=1 ")
+    assert sum(ln.startswith("fairseq-entropy build exp1") for ln in out) == 35
+    assert sum(ln.startswith("fairseq-entropy binarize") for ln in out) == 35
+    assert not (tmp_path / "runs").exists()  # a dry run writes nothing
+
+
+def test_dry_run_of_the_whole_exp1_grid_builds_each_level_once(tmp_path, capsys):
+    assert cli(["sweep", str(GRIDS / "exp1.toml"), "--dry-run", "--root", str(tmp_path),
+                "--device", "cpu"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert sum(ln.startswith("# cell ") for ln in out) == 210
+    assert sum(ln.startswith("fairseq-entropy build exp1") for ln in out) == 35
+
+
+def test_bad_grids_are_refused_with_file_and_fix(tmp_path):
+    def grid(text):
+        p = tmp_path / "g.toml"
+        p.write_text(text)
+        return p
+
+    base = 'experiment = "exp1"\nlevels = [0, 3]\nseeds = [1]\n'
+    with pytest.raises(GridError, match=r"g.toml: unknown preset 'nope'"):
+        load_grid(grid(base + 'presets = ["nope"]\n'))
+    with pytest.raises(GridError, match="is an exp2 preset but the grid is exp1"):
+        load_grid(grid(base + 'presets = ["exp2_cnn"]\n'))
+    with pytest.raises(GridError, match="n is given.*Fix: remove n"):
+        load_grid(grid('experiment = "exp2"\nlevels = [1]\nseeds = [1]\nn = [6000]\n'
+                       'presets = ["exp2_cnn"]\n'))
+    with pytest.raises(GridError, match="unknown key.*seed"):
+        load_grid(grid(base + 'presets = ["exp1_cnn"]\nseed = 3\n'))
+    with pytest.raises(GridError, match="missing key 'presets'"):
+        load_grid(grid(base))
+
+
+# ---------------------------------------------------------------------------------- locks
+def dead_pid():
+    p = subprocess.Popen(["true"])
+    p.wait()
+    return p.pid
+
+
+def test_second_launch_is_refused_and_touches_nothing(tmp_path, capsys):
+    run = tmp_path / "run"
+    with sweep.RunLock(run):
+        holder = json.loads((run / ".lock").read_text())
+        assert holder["pid"] == os.getpid() and holder["host"] == socket.gethostname()
+        assert sweep.run_locked(run, ["touch", str(run / "ran")]) == sweep.LOCKED_EXIT == 75
+        assert f"is locked by pid {os.getpid()} on host {socket.gethostname()}" \
+            in capsys.readouterr().err
+        assert not (run / "ran").exists()
+        # the recipe itself: refused before it trains, decodes or scores anything
+        res = subprocess.run(["bash", str(REPO / "recipes" / "train_level.sh"), "exp1_cnn",
+                              str(tmp_path / "no-data"), str(run)], capture_output=True,
+                             text=True, env=env(DEVICE="cpu"))
+        assert res.returncode == 75, res.stderr
+        assert "is locked by pid" in res.stderr
+        assert sorted(p.name for p in run.iterdir()) == [".lock"]
+    assert (run / ".lock").read_text() == ""  # released cleanly: no stale lock left
+    assert sweep.run_locked(run, ["touch", str(run / "ran")]) == 0
+    assert (run / "ran").exists() and "stale" not in capsys.readouterr().err
+
+
+def test_stale_lock_of_a_dead_process_is_taken_over_with_a_message(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    pid = dead_pid()
+    (run / ".lock").write_text(json.dumps({"host": socket.gethostname(), "pid": pid,
+                                           "started": "2026-01-01T00:00:00"}))
+    messages = []
+    lock = sweep.RunLock(run, log=messages.append).acquire()
+    try:
+        assert len(messages) == 1
+        assert f"taking over the stale lock of pid {pid} on host {socket.gethostname()}" \
+            in messages[0] and "no longer running" in messages[0]
+        assert json.loads((run / ".lock").read_text())["pid"] == os.getpid()
+    finally:
+        lock.release()
+
+
+# ----------------------------------------------------------------------------- executors
+def test_gpu_slots_round_robin_with_a_simulated_device_count():
+    slots = sweep.device_slots(None, "gpu", gpus=3, per_gpu=2)
+    assert [s["CUDA_VISIBLE_DEVICES"] for s in slots] == ["0", "1", "2", "0", "1", "2"]
+    assert all(s["DEVICE"] == "gpu" for s in slots)
+    assert len(sweep.device_slots(4, "gpu", gpus=3, per_gpu=2)) == 4
+    with pytest.raises(ValueError, match="exceeds 3 GPU"):
+        sweep.device_slots(7, "gpu", gpus=3, per_gpu=2)
+    with pytest.raises(ValueError, match="no GPU"):
+        sweep.device_slots(None, "gpu", gpus=0)
+    cpu = sweep.device_slots(None, "cpu", cores=2)
+    assert cpu == [{"DEVICE": "cpu", "OMP_NUM_THREADS": "1"}] * 2
+
+
+def test_local_executor_packs_k_runs_per_gpu(capsys):
+    """8 cells on 2 simulated GPUs x 2 runs: 4 run at once, never 3 on one GPU."""
+    slots = sweep.device_slots(None, "gpu", gpus=2, per_gpu=2)
+    barrier = threading.Barrier(4, timeout=60)
+    guard = threading.Lock()
+    running = {"0": 0, "1": 0}
+    peak = {"0": 0, "1": 0}
+    seen = []
+
+    def runner(cell, slot):
+        gpu = slot["CUDA_VISIBLE_DEVICES"]
+        with guard:
+            running[gpu] += 1
+            peak[gpu] = max(peak[gpu], running[gpu])
+            seen.append(gpu)
+        barrier.wait()  # all four slots are busy at the same time
+        with guard:
+            running[gpu] -= 1
+        if cell.seed == 3:
+            raise RuntimeError("boom")
+        return sweep.CellResult(cell.name, "done", accuracy=0.5)
+
+    cells = [Cell("exp1", "exp1_cnn", "cnn", 6000, s, 3.0) for s in range(8)]
+    results = sweep.run_local(cells, "unused", slots, runner)
+    assert peak == {"0": 2, "1": 2}
+    assert sorted(seen) == ["0"] * 4 + ["1"] * 4
+    assert [r.status for r in results] == ["done"] * 3 + ["failed"] + ["done"] * 4
+    assert results[3].reason == "RuntimeError: boom"
+    assert sweep.summarize(results) == {"done": 7, "failed": 1, "skipped": 0, "locked": 0}
+
+
+FAKE_RECIPE = """#!/usr/bin/env bash
+# stands in for train_level.sh: fails for seed 2, else writes a score
+set -eu
+preset=$1 data=$2 run=$3
+[ "$SEED" = 2 ] && { echo "out of memory (simulated)" >&2; exit 3; }
+mkdir -p "$run/last"
+echo "{\\"accuracy\\": 0.$SEED}" > "$run/last/score.json"
+"""
+
+
+def fake_cells(tmp_path):
+    recipe = tmp_path / "fake_train.sh"
+    recipe.write_text(FAKE_RECIPE)
+    cells = [Cell("exp1", "exp1_cnn", "cnn", 6000, s, 3.0) for s in (5, 2)]
+    for c in cells:  # data already binarized: prepare_data skips it
+        c.databin(tmp_path).mkdir(parents=True)
+        (c.databin(tmp_path) / "manifest.json").write_text("{}")
+    return cells, recipe
+
+
+def test_submitit_executor_in_its_local_mode(tmp_path):
+    cells, recipe = fake_cells(tmp_path)
+    results = sweep.run_submitit(cells, tmp_path, {"timeout_min": 5, "cpus_per_task": 1,
+                                                   "slurm_partition": "unused"},
+                                 cluster="local", recipe=recipe)
+    assert [r.status for r in results] == ["done", "failed"]
+    assert [r.accuracy for r in results] == [0.5, None]
+    assert "exit 3: out of memory (simulated)" in results[1].reason
+    assert len(list((tmp_path / "submitit").iterdir())) >= 1  # submitit's job folders
+    # re-running skips the finished cells and retries the failed one
+    again = sweep.run_submitit(cells, tmp_path, {"timeout_min": 5}, cluster="debug",
+                               recipe=recipe)
+    assert [r.status for r in again] == ["skipped", "failed"]
+    table = sweep.write_status(again, tmp_path / "status.tsv").read_text().splitlines()
+    assert table[0] == "cell\tstatus\taccuracy\twall_s\treason"
+    assert table[2].startswith("exp1_cnn/n6000/seed2/entropy_3.0\tfailed\t\t")
+    assert sweep.format_summary(again).startswith(
+        "sweep finished: done 0, failed 1, skipped 1, locked 0\n")
+
+
+# --------------------------------------------------------------------------- kill, resume
+TINY_GRID = """experiment = "exp1"
+presets = ["exp1_cnn"]
+levels = [3]
+seeds = [5]
+n = [320]
+schedule = {max_update = 80}
+"""
+
+
+@pytest.fixture(scope="module")
+def tiny_data(tmp_path_factory):
+    """One binarized level (320 training commands, 48 of the 7056 test commands)."""
+    tmp = tmp_path_factory.mktemp("tiny")
+    cell = load_cell(tmp)
+    build = cell.build_dir(tmp)
+    assert cli(["build", "exp1", "--out", str(build), "--levels", "3", "--n", "320",
+                "--seed", "5"]) == 0
+    level = build / cell.level_name
+    for ext in ("in", "out"):
+        lines = (level / f"test.{ext}").read_text().splitlines()[::147]
+        (level / f"test.{ext}").write_text("\n".join(lines) + "\n")
+    manifest = json.loads((level / "manifest.json").read_text())
+    manifest["sizes"]["test"] = 48
+    (level / "manifest.json").write_text(json.dumps(manifest))
+    assert cli(["binarize", str(level), "--out", str(cell.databin(tmp))]) == 0
+    return tmp
+
+
+def load_cell(root):
+    (root / "tiny.toml").write_text(TINY_GRID)
+    (cell,) = load_grid(root / "tiny.toml").cells()
+    return cell
+
+
+def sweep_cmd(root):
+    return [sys.executable, "-m", "fairseq_entropy.cli", "sweep", str(root / "tiny.toml"),
+            "--root", str(root), "--device", "cpu", "--jobs", "1"]
+
+
+def hypotheses(run):
+    return sorted(ln for ln in (run / "generate-last.txt").read_text().splitlines()
+                  if ln.startswith(("H-", "P-")))
+
+
+@pytest.mark.slow  # three sweeps of one tiny cell: about 20 Python start-ups of fairseq
+def test_killed_cell_resumes_to_the_uninterrupted_score(tiny_data, tmp_path):
+    roots = {}
+    for name in ("straight", "killed"):
+        roots[name] = tmp_path / name
+        shutil.copytree(tiny_data, roots[name])
+    cell = load_cell(roots["straight"])
+    subprocess.run(sweep_cmd(roots["straight"]), check=True, capture_output=True, env=env())
+
+    root = roots["killed"]
+    run = cell.run_dir(root)
+    proc = subprocess.Popen(sweep_cmd(root), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, env=env())
+    log = run / "train.log"
+    # kill once the checkpoint of epoch 3 (of 8) is saved
+    while proc.poll() is None and "epoch 3 @ 30 updates" not in (
+            log.read_text() if log.exists() else ""):
+        time.sleep(0.05)
+    assert proc.poll() is None, "the sweep ended before it could be killed"
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=60)
+    assert not (run / "last" / "score.json").exists()
+    with sweep.RunLock(run):  # the killed run's lock is free again
+        pass
+    res = subprocess.run(sweep_cmd(root), capture_output=True, text=True, env=env())
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    assert "done 1, failed 0, skipped 0, locked 0" in res.stdout
+    text = log.read_text()
+    assert "Loaded checkpoint" in text and "num_updates 80" in text
+
+    straight = json.loads((cell.run_dir(roots["straight"]) / "last/score.json").read_text())
+    resumed = json.loads((run / "last/score.json").read_text())
+    assert resumed["accuracy"] == straight["accuracy"] and resumed["n"] == 48
+    # the same weights decode the same hypotheses with the same scores, to the last digit
+    assert hypotheses(run) == hypotheses(cell.run_dir(roots["straight"]))
+
+    # cut off after training, while decoding: decoded again without one more update
+    checkpoint = (run / "checkpoints" / "checkpoint_last.pt").read_bytes()
+    shutil.rmtree(run / "last")
+    (run / "generate-last.txt").write_text("H-0\tcut off")
+    res = subprocess.run(sweep_cmd(root), capture_output=True, text=True, env=env())
+    assert "done 1, failed 0" in res.stdout
+    assert "skip training" in (run / "sweep.log").read_text()
+    assert (run / "checkpoints" / "checkpoint_last.pt").read_bytes() == checkpoint
+    assert json.loads((run / "last/score.json").read_text())["accuracy"] == resumed["accuracy"]
+    assert hypotheses(run) == hypotheses(cell.run_dir(roots["straight"]))
