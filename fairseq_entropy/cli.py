@@ -82,7 +82,9 @@ def _progress(items, desc: str, unit: str):
     """``items`` wrapped in a tqdm bar on stderr, shown only when stderr is a terminal."""
     from tqdm import tqdm
 
-    return tqdm(items, desc=desc, unit=unit, disable=None, leave=False, file=sys.stderr)
+    # mininterval 0: every level is drawn, however fast (a handful of updates per command)
+    return tqdm(items, desc=desc, unit=unit, disable=None, leave=False, file=sys.stderr,
+                mininterval=0)
 
 
 def build_parser() -> argparse.ArgumentParser:

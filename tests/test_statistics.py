@@ -99,8 +99,8 @@ def test_report_files(tmp_path):
     paths = write_report(rows_of(curves), tmp_path, command="fairseq-entropy aggregate runs")
     summary = (tmp_path / "summary.tsv").read_text().splitlines()
     header = summary[0].split("\t")
-    assert header[:8] == ["experiment", "model", "checkpoint", "level", "entropy_bits", "mean",
-                          "std", "n"]
+    assert header[:9] == ["experiment", "preset", "n_train", "checkpoint", "level",
+                          "entropy_bits", "mean", "std", "n"]
     assert {"ci_low", "ci_high", "paper_mean", "agree"} <= set(header)
     assert len(summary) == 1 + 7
     first = dict(zip(header, summary[1].split("\t")))

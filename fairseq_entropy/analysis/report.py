@@ -26,9 +26,10 @@ from typing import Callable, Dict, Optional, Sequence
 from ..scan.datafiles import atomic_write_text
 from . import statistics as st
 
-#: columns of ``summary.tsv`` (the first eight are those of the plain summary)
-SUMMARY_COLUMNS = ("experiment", "model", "checkpoint", "level", "entropy_bits", "mean", "std",
-                   "n", "train_size", "ci_low", "ci_high", "paper_mean", "paper_std", "diff",
+#: columns of ``summary.tsv``: the cell (curve name = preset, N, checkpoint, level), the seed
+#: statistics and the agreement with the paper
+SUMMARY_COLUMNS = ("experiment", "preset", "n_train", "checkpoint", "level", "entropy_bits",
+                   "mean", "std", "n", "ci_low", "ci_high", "paper_mean", "paper_std", "diff",
                    "tolerance", "agree", "note")
 CURVE_COLUMNS = ("experiment", "model", "train_size", "checkpoint", "levels", "seeds", "rho",
                  "h50", "h50_ci_low", "h50_ci_high", "paper_h50", "note")
@@ -180,6 +181,13 @@ def write_report(rows: Sequence[dict], out_dir: str | os.PathLike,
         c["paper_h50"] = st.fit_h50([float(p["entropy_bits"]) for p in ref],
                                     [float(p["accuracy_mean"]) for p in ref]) \
             if ref and all(p is not None for p in ref) else st.NAN
+    # summary.tsv names a curve by its preset and gives the training size N of each cell (for
+    # Experiment 2 it grows with the support), as results.tsv does
+    n_of = {st.cell_key(r): r.get("n_train", r.get("train_size")) for r in rows}
+    for c in cells:
+        c["preset"] = c["model"]
+        c["n_train"] = n_of.get((c["experiment"], c["model"], c["train_size"], str(c["level"]),
+                                 c["checkpoint"]))
     paths: Dict[str, object] = {}
     atomic_write_text(out / "summary.tsv", tsv(cells, SUMMARY_COLUMNS))
     atomic_write_text(out / "curves.tsv", tsv(curves, CURVE_COLUMNS))
