@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
 
-from ..scan.datafiles import atomic_write_text
+from ..scan.datafiles import atomic_write_text, pid_alive
 from .grids import Cell
 
 #: exit status of ``fairseq-entropy lock`` (and so of ``train_level.sh``) when the run
@@ -122,7 +122,7 @@ class RunLock:
         old = self._holder(fd)
         if old.get("pid"):
             same_host = old.get("host") == socket.gethostname()
-            gone = "no longer running" if same_host and not _alive(int(old["pid"])) \
+            gone = "no longer running" if same_host and not pid_alive(int(old["pid"])) \
                 else "no longer holding it"
             self.log(f"{self.path}: taking over the stale lock of {self.describe(old)} "
                      f"({gone}); a cut-off run resumes from checkpoint_last.pt")
@@ -148,16 +148,6 @@ class RunLock:
 
     def __exit__(self, *exc):
         self.release()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def run_locked(directory: str | os.PathLike, command: Sequence[str]) -> int:

@@ -154,6 +154,43 @@ class _ConjunctionBalancer:
         return {c: half for c in CONJUNCTIONS}
 
 
+def mixing_cells(name: str, n: int, values: Sequence[str], restricted: str, target: float,
+                 first_values: Sequence[str], cap_of: Callable[[str, str], int],
+                 valid_fraction: float, fix: Callable[[int], str]
+                 ) -> Dict[Tuple[str, str, str], Tuple[int, int]]:
+    """(train, valid) counts per (first value, second value, conjunction) of one mixing level.
+
+    The second slot's counts are :func:`mixing_counts` (entropy ``target`` bits), the first slot
+    cycles through ``first_values`` (:func:`round_robin_cells`), the validation counts follow
+    the same shares (``valid_fraction`` of ``n``, capped by what each cell has left), and each
+    cell is split evenly between ``and`` and ``after``.
+
+    Args:
+        cap_of: number of distinct commands per conjunction in a (first, second) cell.
+        fix: the "Fix:" text of the error for a cell asking more than ``2 * cap`` commands.
+
+    Raises:
+        BuildError: an unreachable target, or a cell asking for more commands than exist.
+    """
+    second = mixing_counts(n, values, restricted, target)
+    train_cells = round_robin_cells(second, first_values)
+    n_valid = int(round(valid_fraction * n))
+    valid_second = dict(zip(second, largest_remainder(n_valid, list(second.values()))))
+    valid_cells = round_robin_cells(valid_second, first_values)
+    bal_t, bal_v = _ConjunctionBalancer(), _ConjunctionBalancer()
+    cells = {}
+    for (v1, v2), m in sorted(train_cells.items()):
+        cap = cap_of(v1, v2)
+        if m > 2 * cap:
+            raise BuildError(f"level {name}: N={n} needs {m} commands with ({v1} first, {v2} "
+                             f"second) but only {2 * cap} exist. Fix: {fix(cap)}")
+        t = bal_t.split(m)
+        v = bal_v.split(valid_cells.get((v1, v2), 0))
+        for conj in CONJUNCTIONS:
+            cells[(v1, v2, conj)] = (t[conj], min(v[conj], cap - t[conj]))
+    return cells
+
+
 def _rng(seed: int, experiment: str, key: str) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence(
         [int(seed), zlib.crc32(experiment.encode()), zlib.crc32(key.encode())]))
@@ -314,24 +351,10 @@ def build_exp1(grammar: Grammar, levels: Sequence[float] = DEFAULT_LEVELS, n: in
     for target in levels:
         target = float(target)
         name = level_name("exp1", target)
-        second = mixing_counts(n, grammar.verbs, restricted, target)
-        train_cells = round_robin_cells(second, first_verbs)
-        n_valid = int(round(valid_fraction * n))
-        valid_second = dict(zip(second, largest_remainder(n_valid, list(second.values()))))
-        valid_cells = round_robin_cells(valid_second, first_verbs)
-        bal_t, bal_v = _ConjunctionBalancer(), _ConjunctionBalancer()
-        cells = {}
-        for (v1, v2), m in sorted(train_cells.items()):
-            cap = per_cell[v1] * per_cell[v2]
-            if m > 2 * cap:
-                raise BuildError(
-                    f"level {name}: N={n} needs {m} commands with ({v1} first, {v2} second) "
-                    f"but only {2 * cap} exist. Fix: use N <= {2 * cap * len(first_verbs)} "
-                    "at this entropy")
-            t = bal_t.split(m)
-            v = bal_v.split(valid_cells.get((v1, v2), 0))
-            for conj in CONJUNCTIONS:
-                cells[(v1, v2, conj)] = (t[conj], min(v[conj], cap - t[conj]))
+        cells = mixing_cells(name, n, grammar.verbs, restricted, target, first_verbs,
+                             lambda v1, v2: per_cell[v1] * per_cell[v2], valid_fraction,
+                             lambda cap: f"use N <= {2 * cap * len(first_verbs)} at this "
+                                         "entropy")
         rng = _rng(seed, "exp1", name)
         train, valid = _draw_cells(grammar, rng, cells)
         level = Level(name, "exp1", "second", target,
@@ -452,22 +475,9 @@ def build_exp1_component(grammar: Grammar, component: str, restricted: str,
     for target in levels:
         target = float(target)
         name = level_name("exp1", target)
-        second = mixing_counts(n, values, restricted, target)
-        train_cells = round_robin_cells(second, first_values)
-        n_valid = int(round(valid_fraction * n))
-        valid_second = dict(zip(second, largest_remainder(n_valid, list(second.values()))))
-        valid_cells = round_robin_cells(valid_second, first_values)
-        bal_t, bal_v = _ConjunctionBalancer(), _ConjunctionBalancer()
-        cells = {}
-        for (v1, v2), m in sorted(train_cells.items()):
-            cap = len(clauses[v1]) * len(clauses[v2])
-            if m > 2 * cap:
-                raise BuildError(f"level {name}: N={n} needs {m} commands with ({v1} first, "
-                                 f"{v2} second) but only {2 * cap} exist. Fix: use a smaller N")
-            t = bal_t.split(m)
-            v = bal_v.split(valid_cells.get((v1, v2), 0))
-            for conj in CONJUNCTIONS:
-                cells[(v1, v2, conj)] = (t[conj], min(v[conj], cap - t[conj]))
+        cells = mixing_cells(name, n, values, restricted, target, first_values,
+                             lambda v1, v2: len(clauses[v1]) * len(clauses[v2]), valid_fraction,
+                             lambda cap: "use a smaller N")
         rng = _rng(seed, f"exp1-{component}", name)
         train, valid = _draw_cells(grammar, rng, cells, pool=clauses.__getitem__)
         level = Level(name, "exp1", "second", target,

@@ -189,7 +189,8 @@ def _partial_prefix(name: str) -> str:
     return f".{name}{_PARTIAL}{os.getpid()}.{socket.gethostname()}."
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this host (one we may not signal counts as alive)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -216,7 +217,7 @@ def remove_stale_partials(path: str | os.PathLike) -> List[Path]:
         return removed
     for p in path.parent.glob(f".{glob.escape(path.name)}{_PARTIAL}*"):
         pid, _, rest = p.name[len(path.name) + 1 + len(_PARTIAL):].partition(".")
-        if not pid.isdigit() or not rest.startswith(host + ".") or _pid_alive(int(pid)):
+        if not pid.isdigit() or not rest.startswith(host + ".") or pid_alive(int(pid)):
             continue
         if p.is_dir() and not p.is_symlink():
             shutil.rmtree(p, ignore_errors=True)
