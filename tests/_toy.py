@@ -138,3 +138,21 @@ def greedy(model, src_tokens, src_lengths, steps, eos, incremental=True, forbid=
                 choice[:, tok] = float("-inf")
         tokens = torch.cat([tokens, choice.argmax(-1, keepdim=True)], dim=1)
     return tokens[:, 1:], torch.stack(logits, dim=1)
+
+
+def assert_incremental_equals_full(model, d, steps, atol):
+    """Greedy decoding of :func:`make_sample` step by step (``incremental_state``) gives the
+    tokens, and the logits within ``atol``, of re-running the decoder on the whole prefix at
+    every step.  Puts ``model`` in eval mode; returns (net_input, tokens, logits)."""
+    import torch
+
+    model.eval()
+    net = make_sample(d)["net_input"]
+    with torch.no_grad():
+        inc_tokens, inc_logits = greedy(model, net["src_tokens"], net["src_lengths"], steps,
+                                        d.eos())
+        full_tokens, full_logits = greedy(model, net["src_tokens"], net["src_lengths"], steps,
+                                          d.eos(), incremental=False)
+    assert torch.equal(inc_tokens, full_tokens)
+    assert torch.allclose(inc_logits, full_logits, atol=atol)
+    return net, inc_tokens, inc_logits

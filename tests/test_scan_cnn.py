@@ -13,7 +13,7 @@ from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
 import fairseq_entropy.models.scan_cnn  # noqa: F401  (registers the model)
 from fairseq_entropy.models.scan_cnn import EmbeddingAttention
 
-from _toy import (PAIRS, FakeTask,  # noqa: E402
+from _toy import (PAIRS, FakeTask, assert_incremental_equals_full,  # noqa: E402
                   greedy, losses_before_and_after, make_dictionary, make_sample,
                   train_and_generate)
 
@@ -160,14 +160,7 @@ def test_a_few_updates_lower_the_loss():
 
 def test_incremental_greedy_equals_full_forward():
     model, d, _ = build()
-    model.eval()
-    net = make_sample(d)["net_input"]
-    with torch.no_grad():
-        inc_tokens, inc_logits = greedy(model, net["src_tokens"], net["src_lengths"], 9, d.eos())
-        full_tokens, full_logits = greedy(model, net["src_tokens"], net["src_lengths"], 9,
-                                          d.eos(), incremental=False)
-    assert torch.equal(inc_tokens, full_tokens)
-    assert torch.allclose(inc_logits, full_logits, atol=1e-5)
+    assert_incremental_equals_full(model, d, 9, atol=1e-5)
 
 
 def test_incremental_state_follows_a_reordered_batch():
