@@ -3,6 +3,8 @@
 For each preset of the packaged presets file whose ``--arch`` is registered, prints
 
 - ``params``: trainable parameters (on the Experiment 1 dictionary);
+- ``tgt tok/s`` and ``real``: real target tokens trained on per second (padding not counted)
+  and the share of the computed target positions that are real tokens;
 - ``upd/s``: training updates per second at the preset's batch size, measured through fairseq's
   ``Trainer.train_step`` with the preset's own optimiser, schedule and criterion (for the RNN:
   teacher-forcing ratio 0, the decoder unrolled on its own predictions);
@@ -15,6 +17,7 @@ Not a test.  Usage::
 
     OMP_NUM_THREADS=1 python benchmarks/bench_models.py [--data LEVEL_DATABIN]
         [--presets exp1_rnn_h64,exp1_cnn] [--seconds 10] [--checkpoint PRESET=CKPT ...]
+        [--variant pool16='--batch-pool 16' ...] [--no-generate]
 
 Without ``--data`` it builds and binarizes Experiment 1 at 3 bits (seed 1) in a temporary
 directory with the ``fairseq-entropy`` CLI.
@@ -84,20 +87,25 @@ def build_trainer(preset_name: str, data: Path, extra_args=()):
     return trainer, endless_batches(), params
 
 
-def measure_training(preset_name: str, data: Path, seconds: float, save_to: Path):
-    """Time ``Trainer.train_step`` for the preset and save a checkpoint for decoding.
-    Returns (params, updates/s)."""
-    trainer, batches, params = build_trainer(preset_name, data)
+def measure_training(preset_name: str, data: Path, seconds: float, save_to: Path,
+                     extra_args=()):
+    """Time ``Trainer.train_step`` for the preset (plus ``extra_args``) and save a checkpoint
+    for decoding.  Returns (params, updates/s, real target tokens/s, share of the computed
+    target positions that are real tokens rather than padding)."""
+    trainer, batches, params = build_trainer(preset_name, data, extra_args)
     for _ in range(3):  # warm-up
         trainer.train_step([next(batches)])
-    n, start = 0, time.perf_counter()
+    n, real, computed, start = 0, 0, 0, time.perf_counter()
     while time.perf_counter() - start < seconds or n < 5:
-        trainer.train_step([next(batches)])
+        sample = next(batches)
+        real += int(sample["ntokens"])
+        computed += sample["target"].numel()
+        trainer.train_step([sample])
         n += 1
-    ups = n / (time.perf_counter() - start)
+    wall = time.perf_counter() - start
     trainer.consolidate_optimizer()
     trainer.save_checkpoint(str(save_to), {})
-    return params, ups
+    return params, n / wall, real / wall, real / max(computed, 1)
 
 
 def measure_generation(data: Path, checkpoint: Path):
@@ -124,6 +132,11 @@ def main(argv=None) -> int:
                    help="presets file (default: the one shipped in fairseq_entropy.experiments)")
     p.add_argument("--seconds", type=float, default=10.0, help="timed training per preset")
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    p.add_argument("--variant", action="append", default=[], metavar="NAME=ARGS",
+                   help="also measure every preset with these extra fairseq-train arguments, "
+                        "e.g. pool16='--batch-pool 16'; variants run one after another per "
+                        "preset, side by side with the preset as it is ('preset')")
+    p.add_argument("--no-generate", action="store_true", help="skip fairseq-generate")
     p.add_argument("--checkpoint", action="append", default=[], metavar="PRESET=CKPT",
                    help="decode this trained checkpoint for PRESET instead of the benchmark's")
     args = p.parse_args(argv)
@@ -149,24 +162,35 @@ def main(argv=None) -> int:
         data = args.data or build_exp1_level(tmp)
         print(f"# data {data}; torch threads {args.threads}; {args.seconds:.0f}s of training "
               f"per preset", flush=True)
-        header = (f"{'preset':30} {'arch':30} {'params':>9} {'batch':>5} {'upd/s':>7} "
-                  f"{'ex/s':>7} {'gen sent/s':>10} {'hyp len':>7} {'ckpt':>7}")
+        variants = [("preset", [])] + [
+            (v.split("=", 1)[0], shlex.split(v.split("=", 1)[1] if "=" in v else ""))
+            for v in args.variant]
+        header = (f"{'preset':30} {'variant':10} {'arch':26} {'params':>9} {'batch':>5} "
+                  f"{'upd/s':>7} {'ex/s':>7} {'tgt tok/s':>9} {'real':>5} {'gen sent/s':>10} "
+                  f"{'hyp len':>7} {'ckpt':>7}")
         print(header, flush=True)
         for name in names:
             preset = presets[name]
-            ckpt = tmp / f"{name}.pt"
-            try:
-                params, ups = measure_training(name, data, args.seconds, ckpt)
-                source = "trained" if name in trained else "bench"
-                sps, hyp_len, n = measure_generation(data, Path(trained.get(name, ckpt)))
-            except Exception as e:  # report and go on with the next preset
-                print(f"{name:30} failed: {(str(e) or repr(e)).splitlines()[0][:200]}", flush=True)
-                continue
-            batch = int(preset.get("batch_size", 32))
-            print(f"{name:30} {preset['arch']:30} {params:9,d} {batch:5d} {ups:7.1f} "
-                  f"{ups * batch:7.0f} {sps:10.1f} {hyp_len:7.1f} {source:>7}", flush=True)
-            if ckpt.exists():
-                ckpt.unlink()
+            for variant, extra in variants:
+                ckpt = tmp / f"{name}.pt"
+                try:
+                    params, ups, tps, real = measure_training(name, data, args.seconds, ckpt,
+                                                              extra)
+                    source = "trained" if name in trained else "bench"
+                    sps, hyp_len = float("nan"), float("nan")
+                    if not args.no_generate:
+                        sps, hyp_len, _ = measure_generation(data,
+                                                             Path(trained.get(name, ckpt)))
+                except Exception as e:  # report and go on with the next preset
+                    print(f"{name:30} {variant:10} failed: "
+                          f"{(str(e) or repr(e)).splitlines()[0][:200]}", flush=True)
+                    continue
+                batch = int(preset.get("batch_size", 32))
+                print(f"{name:30} {variant:10} {preset['arch']:26} {params:9,d} {batch:5d} "
+                      f"{ups:7.1f} {ups * batch:7.0f} {tps:9.0f} {real:5.2f} {sps:10.1f} "
+                      f"{hyp_len:7.1f} {source:>7}", flush=True)
+                if ckpt.exists():
+                    ckpt.unlink()
     return 0
 
 

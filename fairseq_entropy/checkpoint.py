@@ -10,11 +10,21 @@ exactly :data:`FAIRSEQ_CHECKPOINT_GLOBALS` with ``torch.serialization.add_safe_g
 ``weights_only`` stays on -- and wraps fairseq's ``load_checkpoint_to_cpu`` so that a checkpoint
 carrying any other global is refused with a :class:`UnsafeCheckpointError` naming the file and
 the global.
+
+It also makes fairseq's checkpoint copies atomic.  ``save_checkpoint`` writes the first
+checkpoint (e.g. ``checkpoint_best.pt``) atomically but copies it to the others
+(``checkpoint_last.pt``) with a plain ``shutil.copyfile``; a run killed during that copy leaves a
+truncated ``checkpoint_last.pt`` from which ``fairseq-train`` cannot resume.  :func:`atomic_copy`
+copies to a temporary file in the same directory and renames it over the target, so the target
+is always either the old or the new checkpoint.
 """
 
 import argparse
 import functools
+import os
 import pickle
+import shutil
+import tempfile
 
 import torch
 
@@ -59,10 +69,56 @@ def _wrap_loader(load_fn):
     return load_checkpoint_to_cpu
 
 
+def atomic_copy(src_path: str, dst_path: str, overwrite: bool = False) -> bool:
+    """Copy ``src_path`` to ``dst_path`` so that ``dst_path`` is never seen half-written.
+
+    The bytes go to a temporary file beside ``dst_path`` which is then renamed over it
+    (``os.replace``, atomic on POSIX).  Returns True, like fairseq's ``PathManager.copy``.
+
+    Raises:
+        FileExistsError: ``dst_path`` exists and ``overwrite`` is False.
+        OSError: the copy failed; ``dst_path`` is unchanged and no temporary file is left.
+    """
+    if not overwrite and os.path.exists(dst_path):
+        raise FileExistsError(f"{dst_path} exists. Fix: pass overwrite=True or remove it")
+    directory = os.path.dirname(os.path.abspath(dst_path))
+    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(dst_path) + ".", suffix=".tmp",
+                               dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as out, open(src_path, "rb") as src:
+            shutil.copyfileobj(src, out, 1 << 20)
+        os.replace(tmp, dst_path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return True
+
+
+class _AtomicCopyPathManager:
+    """fairseq's ``PathManager`` with :func:`atomic_copy` for local paths (all else delegated)."""
+
+    def __init__(self, base):
+        self._base = base
+
+    def copy(self, src_path: str, dst_path: str, overwrite: bool = False) -> bool:
+        if self._base.path_requires_pathmanager(dst_path) or \
+                self._base.path_requires_pathmanager(src_path):
+            return self._base.copy(src_path, dst_path, overwrite=overwrite)
+        return atomic_copy(src_path, dst_path, overwrite=overwrite)
+
+    def __getattr__(self, name):
+        return getattr(self._base, name)
+
+
 def install() -> None:
-    """Allow-list the globals and wrap ``fairseq.checkpoint_utils.load_checkpoint_to_cpu``."""
+    """Allow-list the globals, wrap ``fairseq.checkpoint_utils.load_checkpoint_to_cpu`` and
+    make the checkpoint copies of ``fairseq.checkpoint_utils.save_checkpoint`` atomic."""
     allow_fairseq_checkpoint_globals()
     from fairseq import checkpoint_utils
+
+    if not isinstance(checkpoint_utils.PathManager, _AtomicCopyPathManager):
+        checkpoint_utils.PathManager = _AtomicCopyPathManager(checkpoint_utils.PathManager)
 
     if not getattr(checkpoint_utils.load_checkpoint_to_cpu, "_fairseq_entropy_wrapped", False):
         checkpoint_utils.load_checkpoint_to_cpu = _wrap_loader(

@@ -43,3 +43,30 @@ def test_checkpoint_with_other_globals_is_refused(tmp_path):
     with pytest.raises(UnsafeCheckpointError, match="Opaque"):
         checkpoint_utils.load_checkpoint_to_cpu(str(q))
     assert issubclass(UnsafeCheckpointError, pickle.UnpicklingError)
+
+
+def test_checkpoint_copies_are_atomic(tmp_path, monkeypatch):
+    """A copy that dies halfway (as under SIGTERM) leaves the old checkpoint_last.pt intact."""
+    import shutil
+
+    best, last = tmp_path / "checkpoint_best.pt", tmp_path / "checkpoint_last.pt"
+    best.write_bytes(b"N" * 3_000_000)
+    last.write_bytes(b"old checkpoint")
+
+    def dies_halfway(src, dst, length=0):
+        dst.write(src.read(1000))
+        raise KeyboardInterrupt  # what the signal handler raises in the training process
+
+    monkeypatch.setattr(shutil, "copyfileobj", dies_halfway)
+    with pytest.raises(KeyboardInterrupt):
+        checkpoint_utils.PathManager.copy(str(best), str(last), overwrite=True)
+    assert last.read_bytes() == b"old checkpoint"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint_best.pt",
+                                                         "checkpoint_last.pt"]
+    monkeypatch.undo()
+    assert checkpoint_utils.PathManager.copy(str(best), str(last), overwrite=True) is True
+    assert last.read_bytes() == best.read_bytes()
+    with pytest.raises(FileExistsError, match="overwrite"):
+        checkpoint_utils.PathManager.copy(str(best), str(last))
+    # everything else is fairseq's own PathManager
+    assert checkpoint_utils.PathManager.exists(str(best))

@@ -69,6 +69,20 @@ def test_dry_run_lists_the_35_cells_of_the_sinusoidal_grid(tmp_path, capsys):
     assert not (tmp_path / "runs").exists()  # a dry run writes nothing
 
 
+def test_seed_filter_keeps_whole_curves_of_the_chosen_seeds(tmp_path, capsys):
+    grid = load_grid(GRIDS / "exp1.toml")
+    cells = grid.cells(["exp1_cnn"], [231, 42])
+    assert len(cells) == 14 and {c.seed for c in cells} == {231, 42}
+    assert {c.level for c in cells} == {0, 0.5, 1, 1.5, 2, 2.5, 3}
+    with pytest.raises(GridError, match=r"exp1.toml: seed\(s\) 7 not in the grid. Fix: choose "
+                                        r"from 830, 231, 42, 9876, 2"):
+        grid.cells(None, [7])
+    assert cli(["sweep", str(GRIDS / "exp1.toml"), "--dry-run", "--root", str(tmp_path),
+                "--device", "cpu", "--preset", "exp1_cnn", "--seed", "42"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert "7 cells (1 preset(s) x 1 N x 7 levels x 1 seeds)" in first
+
+
 def test_dry_run_of_the_whole_exp1_grid_builds_each_level_once(tmp_path, capsys):
     assert cli(["sweep", str(GRIDS / "exp1.toml"), "--dry-run", "--root", str(tmp_path),
                 "--device", "cpu"]) == 0
@@ -297,9 +311,9 @@ def test_killed_cell_resumes_to_the_uninterrupted_score(tiny_data, tmp_path):
     with sweep.RunLock(run):  # the killed run's lock is free again
         pass
     res = subprocess.run(sweep_cmd(root), capture_output=True, text=True, env=env())
-    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
-    assert "done 1, failed 0, skipped 0, locked 0" in res.stdout
     text = log.read_text()
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:] + text[-3000:]
+    assert "done 1, failed 0, skipped 0, locked 0" in res.stdout
     assert "Loaded checkpoint" in text and "num_updates 80" in text
 
     straight = json.loads((cell.run_dir(roots["straight"]) / "last/score.json").read_text())

@@ -39,3 +39,41 @@ def test_exact_match_ignores_padding_and_eos():
     pad, eos = 1, 2
     assert exact_match(torch.tensor([5, 6, 2]), torch.tensor([5, 6, 2, 1, 1]), pad, eos)
     assert not exact_match(torch.tensor([5, 6, 6, 2]), torch.tensor([5, 6, 2]), pad, eos)
+
+
+def test_batch_pool_sorts_within_random_pools_and_keeps_every_sentence_once():
+    base = tiny_dataset(n=100)
+    ds = RandomOrderDataset(base, pool_sentences=20)   # pools of 5 batches of 4
+    with data_utils.numpy_seed(3):
+        order = ds.ordered_indices()
+    with data_utils.numpy_seed(3):
+        perm = np.random.permutation(100)                # the same draw, unsorted
+    assert sorted(order.tolist()) == list(range(100))
+    for start in range(0, 100, 20):
+        pool, drawn = order[start:start + 20], perm[start:start + 20]
+        assert sorted(pool.tolist()) == sorted(drawn.tolist())   # membership from the draw
+        lengths = base.tgt_sizes[pool]
+        assert (np.diff(lengths) >= 0).all()                      # sorted within the pool
+    assert not (np.diff(base.tgt_sizes[order]) >= 0).all()       # but not across pools
+    with data_utils.numpy_seed(4):
+        assert ds.ordered_indices().tolist() != order.tolist()   # new pools every epoch
+    # a pool of 0 or 1 sentences is the plain permutation
+    with data_utils.numpy_seed(3):
+        assert RandomOrderDataset(base, 1).ordered_indices().tolist() == perm.tolist()
+
+
+def test_batch_pool_cuts_padding_and_keeps_the_number_of_batches():
+    base = tiny_dataset(n=100)
+
+    def padded_positions(order, b=4):
+        batches = [order[i:i + b] for i in range(0, len(order), b)]
+        return sum(len(x) * base.tgt_sizes[x].max() for x in batches), len(batches)
+
+    with data_utils.numpy_seed(5):
+        plain = RandomOrderDataset(base).ordered_indices()
+    with data_utils.numpy_seed(5):
+        pooled = RandomOrderDataset(base, pool_sentences=20).ordered_indices()
+    (p_plain, n_plain), (p_pooled, n_pooled) = padded_positions(plain), padded_positions(pooled)
+    assert n_plain == n_pooled == 25
+    real = int(base.tgt_sizes.sum())
+    assert real <= p_pooled < p_plain

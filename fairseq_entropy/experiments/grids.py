@@ -156,16 +156,25 @@ class Grid:
         """The file name without its suffix (``exp1``)."""
         return self.path.stem
 
-    def cells(self, presets: Optional[Sequence[str]] = None) -> List[Cell]:
+    def cells(self, presets: Optional[Sequence[str]] = None,
+              seeds: Optional[Sequence[int]] = None) -> List[Cell]:
         """Every cell, ordered preset, N, level, seed (so that a partial sweep covers whole
         curves first).
 
         Args:
             presets: keep only these presets (None: all of the grid's).
+            seeds: keep only these seeds (None: all of the grid's).
 
         Raises:
-            GridError: a name in ``presets`` is not in the grid.
+            GridError: a name in ``presets`` or a seed in ``seeds`` is not in the grid.
         """
+        chosen_seeds = list(self.seeds)
+        if seeds:
+            unknown = [s for s in seeds if s not in self.seeds]
+            if unknown:
+                raise GridError(f"{self.path}: seed(s) {', '.join(map(str, unknown))} not in "
+                                f"the grid. Fix: choose from {', '.join(map(str, self.seeds))}")
+            chosen_seeds = [s for s in self.seeds if s in seeds]
         chosen = list(self.presets)
         if presets:
             unknown = [p for p in presets if p not in self.presets]
@@ -174,7 +183,7 @@ class Grid:
                                 f"Fix: choose from {', '.join(self.presets)}")
             chosen = [p for p in self.presets if p in presets]
         return [Cell(self.experiment, p, self.models[p], n, s, lv, self.schedule)
-                for p in chosen for n in self.n for lv in self.levels for s in self.seeds]
+                for p in chosen for n in self.n for lv in self.levels for s in chosen_seeds]
 
 
 def _read(path: Path) -> dict:

@@ -15,6 +15,7 @@ from typing import Dict, Optional
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 from fairseq.incremental_decoding_utils import with_incremental_state
 from torch import Tensor
 
@@ -41,6 +42,10 @@ class MultiheadAttention(nn.Module):
     ``forward(query [B, Tq, d], key_value [B, Tk, d] or None, key_padding_mask [B, Tk] bool
     (True = pad) or None, causal, q_pos [B, Tq], k_pos [B, Tk], rope, rel_q, rel_k,
     incremental_state) -> [B, Tq, d]``.
+
+    The softmax and weighted sum run in ``torch.nn.functional.scaled_dot_product_attention``
+    (dropout ``dropout`` on the probabilities while training); the relative scheme's terms are
+    passed to it as an additive mask.
     """
 
     def __init__(self, dim: int, num_heads: int, dropout: float = 0.0,
@@ -103,19 +108,28 @@ class MultiheadAttention(nn.Module):
                 if incremental_state is not None:
                     self.set_incremental_state(incremental_state, "attn",
                                                {"key": k, "value": v, "pos": k_pos})
-        scores = torch.matmul(q, k.transpose(-1, -2))  # [B, H, Tq, Tk]
+        tq, tk = q.shape[2], k.shape[2]
+        # one attention kernel (torch's scaled_dot_product_attention): the relative scheme's
+        # extra terms and the masks enter as an additive float mask, or as a boolean mask
+        # (True = may attend) when there are no extra terms
+        mask = None
         if rel_q is not None:
-            scores = scores + self._relative_scores(q, k, q_pos, k_pos, rel_q, rel_k)
-        scores = scores / math.sqrt(self.head_dim)
-        tq, tk = scores.shape[-2:]
+            mask = self._relative_scores(q, k, q_pos, k_pos, rel_q, rel_k) / \
+                math.sqrt(self.head_dim)
+        blocked = None
         if causal and tq > 1:
             # queries are the last tq positions of the tk keys
-            mask = torch.ones(tq, tk, dtype=torch.bool, device=scores.device).triu(tk - tq + 1)
-            scores = scores.masked_fill(mask, float("-inf"))
+            blocked = torch.ones(tq, tk, dtype=torch.bool, device=q.device).triu(tk - tq + 1)
         if key_padding_mask is not None:
-            scores = scores.masked_fill(key_padding_mask[:, None, None, :], float("-inf"))
-        probs = self.dropout(torch.softmax(scores.float(), dim=-1).to(q.dtype))
-        out = torch.matmul(probs, v).transpose(1, 2).reshape(query.shape[0], tq, self.dim)
+            pads = key_padding_mask[:, None, None, :]
+            blocked = pads if blocked is None else blocked | pads
+        if mask is not None and blocked is not None:
+            mask = mask.masked_fill(blocked, float("-inf"))
+        elif blocked is not None:
+            mask = ~blocked
+        out = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, dropout_p=self.dropout.p if self.training else 0.0)
+        out = out.transpose(1, 2).reshape(query.shape[0], tq, self.dim)
         return self.out_proj(out)
 
     def _relative_scores(self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor,

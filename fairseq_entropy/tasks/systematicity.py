@@ -61,6 +61,14 @@ class SystematicityConfig(TranslationConfig):
                           "length-sorted batches, whose members share a length and hence "
                           "mostly a syntactic template"},
     )
+    batch_pool: int = field(
+        default=0,
+        metadata={"help": "padding-aware random batches: every epoch, cut a random permutation "
+                          "of the training set into pools of this many batches, sort each "
+                          "pool by target then source length, and cut it into batches (whose "
+                          "order fairseq shuffles); 0 draws the batches uniformly at random. "
+                          "Needs --random-batches and --batch-size"},
+    )
     rebuild_batches: bool = field(
         default=False,
         metadata={"help": "rebuild the batches every epoch (set by --random-batches)"},
@@ -93,11 +101,36 @@ class RandomOrderDataset(BaseWrapperDataset):
     """Wraps a training set so that ``ordered_indices`` is a random permutation.
 
     fairseq seeds numpy with (seed + epoch) around the call, so the order is reproducible and,
-    with ``rebuild_batches``, different in every epoch.
+    with ``rebuild_batches``, different in every epoch.  fairseq's ``batch_by_size`` then cuts
+    the order into consecutive batches of ``--batch-size`` sentences.
+
+    Args:
+        dataset: a ``LanguagePairDataset`` (``src_sizes`` and ``tgt_sizes`` are read).
+        pool_sentences: 0 for a plain permutation (uniformly random batches).  Otherwise the
+            permutation is cut into consecutive pools of this many sentences (a multiple of
+            the batch size: K batches) and each pool is sorted by target length, then source
+            length, stably.  The batches are then as random in membership as their pool but
+            nearly uniform in length, so far fewer padded positions are computed; with pools
+            a multiple of the batch size the number of batches is unchanged.
     """
 
+    def __init__(self, dataset, pool_sentences: int = 0):
+        super().__init__(dataset)
+        if pool_sentences < 0:
+            raise ValueError(f"pool_sentences must be >= 0, got {pool_sentences}")
+        self.pool_sentences = pool_sentences
+
     def ordered_indices(self):
-        return np.random.permutation(len(self.dataset))
+        order = np.random.permutation(len(self.dataset))
+        if self.pool_sentences <= 1:
+            return order
+        tgt = np.asarray(self.dataset.tgt_sizes)
+        src = np.asarray(self.dataset.src_sizes)
+        pools = []
+        for start in range(0, len(order), self.pool_sentences):
+            pool = order[start:start + self.pool_sentences]
+            pools.append(pool[np.lexsort((src[pool], tgt[pool]))])
+        return np.concatenate(pools) if pools else order
 
     @property
     def can_reuse_epoch_itr_across_epochs(self):
@@ -317,9 +350,18 @@ class SystematicityTask(TranslationTask):
 
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
         super().load_dataset(split, epoch=epoch, combine=combine, **kwargs)
+        if self.cfg.batch_pool and split == self.cfg.train_subset:
+            if self.cfg.batch_pool < 0 or not self.cfg.random_batches or \
+                    not self.cfg.batch_size:
+                raise ValueError(
+                    f"--batch-pool {self.cfg.batch_pool} needs a positive pool size, "
+                    f"--random-batches and --batch-size (got random_batches="
+                    f"{self.cfg.random_batches}, batch_size={self.cfg.batch_size}). Fix: add "
+                    "--random-batches --batch-size B, or drop --batch-pool")
         if self.cfg.random_batches and split == self.cfg.train_subset:
             self.cfg.rebuild_batches = True
-            self.datasets[split] = RandomOrderDataset(self.datasets[split])
+            pool = self.cfg.batch_pool * self.cfg.batch_size if self.cfg.batch_pool else 0
+            self.datasets[split] = RandomOrderDataset(self.datasets[split], pool)
         elif split == self.cfg.train_subset:
             self.datasets[split] = FirstEpochOrderDataset(self.datasets[split])
 
