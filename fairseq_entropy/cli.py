@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import List, Optional, Sequence
@@ -78,13 +79,13 @@ def _verbs(text: str) -> List[str]:
     return [v.strip() for v in text.split(",") if v.strip()]
 
 
-def _progress(items, desc: str, unit: str):
+def _progress(items, desc: str, unit: str, total=None):
     """``items`` wrapped in a tqdm bar on stderr, shown only when stderr is a terminal."""
     from tqdm import tqdm
 
     # mininterval 0: every level is drawn, however fast (a handful of updates per command)
     return tqdm(items, desc=desc, unit=unit, disable=None, leave=False, file=sys.stderr,
-                mininterval=0)
+                mininterval=0, total=total)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -162,7 +163,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="without --valid: fraction of --train held out for validation "
                         "(default 0.05)")
     z.add_argument("--seed", type=_seed, default=1, help="seed of the held-out validation draw")
-    z.add_argument("--workers", type=_positive_int, default=1)
+    z.add_argument("--workers", type=_positive_int, default=1,
+                   help="fairseq-preprocess worker processes per level")
+    z.add_argument("--jobs", type=_positive_int, default=None,
+                   help="levels binarized at once (default: one per CPU core)")
 
     sc = sub.add_parser("score", help="exact-match accuracy of fairseq-generate output")
     sc.add_argument("generate_output")
@@ -399,9 +403,17 @@ def cmd_binarize(args) -> None:
         dirs = level_dirs(args.build_dir)
         if dirs == [Path(args.build_dir)]:
             outs = binarize_build(args.build_dir, args.out, g, args.workers)
-        else:  # level by level, for the progress bar
-            outs = [o for d in _progress(dirs, "binarize", "level")
-                    for o in binarize_build(d, Path(args.out) / d.name, g, args.workers)]
+        else:  # levels in parallel (one fairseq-preprocess each), with a progress bar
+            from concurrent.futures import ThreadPoolExecutor, as_completed
+
+            jobs = min(args.jobs or os.cpu_count() or 1, len(dirs))
+            with ThreadPoolExecutor(jobs) as pool:
+                futures = {pool.submit(binarize_build, d, Path(args.out) / d.name, g,
+                                       args.workers): i for i, d in enumerate(dirs)}
+                done = {}
+                for f in _progress(as_completed(futures), "binarize", "level", len(futures)):
+                    done[futures[f]] = f.result()  # the first error is raised here
+            outs = [o for i in sorted(done) for o in done[i]]
     else:
         g = Grammar.by_name(args.grammar or "scan")
         outs = [binarize_scan_files(args.out, g, args.train, args.valid, args.test,

@@ -44,7 +44,8 @@ def write_level(root: Path, grammar: Grammar, n: int) -> Path:
 @pytest.fixture(scope="module")
 def paper_run(tmp_path_factory):
     """A tiny scan_transformer trained 10 updates on paper-grammar data (40 commands, batch 8:
-    5 updates per epoch, so the run is exactly 2 epochs)."""
+    5 updates per epoch, so the run is exactly 2 epochs), with padding-aware random batches
+    (pools of 2 batches)."""
     tmp = tmp_path_factory.mktemp("mismatch")
     data = write_level(tmp, Grammar.paper(), 40)
     res = fairseq("fairseq_cli.train", data, "--user-dir", USER_DIR, "--task", "systematicity",
@@ -52,11 +53,26 @@ def paper_run(tmp_path_factory):
                   "--embed-dim", "16", "--encoder-layers", "1", "--decoder-layers", "1",
                   "--criterion", "cross_entropy", "--optimizer", "adam", "--lr", "1e-3",
                   "--batch-size", "8", "--max-update", "10", "--eval-seq-acc",
+                  "--random-batches", "--batch-pool", "2",
                   "--progress-interval", "1e-9", "--save-dir", tmp / "ck",
                   "--no-epoch-checkpoints", "--cpu", "--num-workers", "0",
                   "--log-format", "simple", "--seed", "1", cwd=tmp)
     assert res.returncode == 0, res.stderr[-3000:]
     return tmp, data, res.stdout + res.stderr
+
+
+def test_batch_pool_without_random_batches_is_refused_with_the_fix(tmp_path):
+    data = write_level(tmp_path, Grammar.paper(), 16)
+    res = fairseq("fairseq_cli.train", data, "--user-dir", USER_DIR, "--task", "systematicity",
+                  "--source-lang", "in", "--target-lang", "out", "--arch", "scan_transformer_paper",
+                  "--embed-dim", "16", "--encoder-layers", "1", "--decoder-layers", "1",
+                  "--optimizer", "adam", "--lr", "1e-3", "--batch-size", "8", "--max-update", "1",
+                  "--batch-pool", "4", "--save-dir", tmp_path / "ck", "--cpu",
+                  "--num-workers", "0", cwd=tmp_path)
+    assert res.returncode != 0
+    assert "--batch-pool 4 needs a positive pool size, --random-batches and --batch-size" \
+        in res.stderr and "Fix: add --random-batches" in res.stderr
+    assert not (tmp_path / "ck" / "checkpoint_last.pt").exists()
 
 
 def expected_hash(words):
