@@ -128,9 +128,17 @@ def test_score_and_aggregate_cli(tmp_path):
     assert rows == [{"experiment": "exp1", "preset": "exp1_transformer_sinusoidal",
                      "model": "transformer_sinusoidal", "n_train": "10",
                      "level": "entropy_3.0", "entropy_bits": "2.999900", "checkpoint": "last",
-                     "seed": "1", "data_seed": "4", "accuracy": "0.750000"}]
+                     "seed": "1", "data_seed": "4", "accuracy": "0.750000",
+                     # by hand: 7 of the 8 clauses match (sample 0's jump clause does not);
+                     # sample 0 is wrong in the restricted verb's clause only; no output has
+                     # 4 tokens, so corpus BLEU has no 4-gram match
+                     "clause_accuracy": "0.875000", "correct_except_restricted_clause":
+                     "0.250000", "chrf": rows[0]["chrf"], "bleu": "0.000000"}]
+    assert 80 < float(rows[0]["chrf"]) < 100
     assert (out / "accuracy_vs_entropy.png").read_bytes()[:4] == b"\x89PNG"
-    assert (out / "summary.tsv").exists()
+    summary = list(csv.DictReader(open(out / "summary.tsv"), delimiter="\t"))
+    assert [(r["mean"], r["clause_accuracy"], r["correct_except_restricted_clause"])
+            for r in summary] == [("0.750000", "0.875000", "0.250000")]
 
 
 def test_score_records_graded_metrics(tmp_path):

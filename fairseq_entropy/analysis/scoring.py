@@ -31,6 +31,9 @@ from ..scan.grammar import CONJUNCTIONS
 #: columns of ``results.tsv``, one row per score.json
 RESULT_COLUMNS = ("experiment", "preset", "model", "n_train", "level", "entropy_bits",
                   "checkpoint", "seed", "data_seed", "accuracy")
+#: graded metrics of ``score.json`` (its ``graded`` record) carried into ``results.tsv`` and
+#: averaged over seeds in ``summary.tsv``; empty for score files written without them
+GRADED_COLUMNS = ("clause_accuracy", "correct_except_restricted_clause", "chrf", "bleu")
 #: what identifies a group of runs that differ only by their seed (:func:`group_key`)
 GROUP_COLUMNS = ("experiment", "preset", "n_train", "level", "checkpoint")
 #: checkpoint labels a run is scored with: the last one, and the best on the validation split
@@ -386,8 +389,9 @@ def paper_curve(experiment: str, model: str, n_train: Optional[int]) -> List[dic
 
 
 def collect_scores(roots: Iterable[str | os.PathLike]) -> List[dict]:
-    """Every ``score.json`` under ``roots`` as result rows (columns :data:`RESULT_COLUMNS`
-    plus ``path``, the file it came from).
+    """Every ``score.json`` under ``roots`` as result rows (columns :data:`RESULT_COLUMNS`,
+    :data:`GRADED_COLUMNS` (None when the file has no graded metrics) and ``path``, the file
+    it came from).
 
     Raises:
         ScoreError: an unreadable score file, one without the provenance an aggregate needs,
@@ -414,7 +418,9 @@ def collect_scores(roots: Iterable[str | os.PathLike]) -> List[dict]:
                 raise ScoreError(f"{f}: unknown checkpoint label {rec['checkpoint']!r}. Fix: "
                                  f"score again with --checkpoint "
                                  f"{' or '.join(CHECKPOINT_LABELS)} --force")
-            rows.append({**{c: rec.get(c) for c in RESULT_COLUMNS}, "path": str(f)})
+            graded = rec.get("graded") or {}
+            rows.append({**{c: rec.get(c) for c in RESULT_COLUMNS},
+                         **{c: graded.get(c) for c in GRADED_COLUMNS}, "path": str(f)})
     if not rows:
         raise ScoreError(f"no score.json under {', '.join(map(str, roots))}")
     rows.sort(key=lambda r: (*_sort_key(group_key(r)), int(r["seed"])))
@@ -589,7 +595,7 @@ def aggregate(roots: Sequence[str | os.PathLike], out_dir: str | os.PathLike) ->
                         else r[c] for c in columns])
         return buf.getvalue()
 
-    atomic_write_text(out / "results.tsv", tsv(rows, RESULT_COLUMNS))
+    atomic_write_text(out / "results.tsv", tsv(rows, RESULT_COLUMNS + GRADED_COLUMNS))
     # summary.tsv (seed statistics, CIs, agreement), curves.tsv, fig_*.png and report.md
     from .report import write_report
 

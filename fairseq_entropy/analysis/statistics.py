@@ -86,8 +86,12 @@ def cell_statistics(rows: Sequence[dict]) -> List[dict]:
     Returns:
         one dict per cell with ``experiment, model, train_size, level, checkpoint,
         entropy_bits, mean, std, n, ci_low, ci_high, note`` (``note`` says when a CI is
-        undefined), sorted by experiment, model, N, checkpoint, entropy.
+        undefined), plus the seed mean of each graded metric of
+        :data:`~fairseq_entropy.analysis.scoring.GRADED_COLUMNS` that every run of the cell
+        has (else None), sorted by experiment, model, N, checkpoint, entropy.
     """
+    from .scoring import GRADED_COLUMNS
+
     groups: Dict[tuple, List[dict]] = defaultdict(list)
     for r in rows:
         groups[cell_key(r)].append(r)
@@ -100,7 +104,10 @@ def cell_statistics(rows: Sequence[dict]) -> List[dict]:
                     "checkpoint": ckpt, "entropy_bits": float(rs[0]["entropy_bits"]),
                     "mean": float(accs.mean()), "std": std, "n": len(accs),
                     "ci_low": low, "ci_high": high,
-                    "note": "one seed: no std, no CI" if len(accs) < 2 else ""})
+                    "note": "one seed: no std, no CI" if len(accs) < 2 else "",
+                    **{g: (float(np.mean([float(r[g]) for r in rs]))
+                           if all(r.get(g) not in (None, "") for r in rs) else None)
+                       for g in GRADED_COLUMNS}})
     out.sort(key=lambda r: (r["experiment"], r["model"], r["train_size"] or 0,
                             r["checkpoint"], r["entropy_bits"]))
     return out
