@@ -3,8 +3,12 @@ generalization.
 
 Implements the data, models and scoring of Wold, Charpentier and Simon, *Systematic
 Generalization in Language Models Scales with Information Entropy* (ACL Findings 2025,
-arXiv 2505.13089).  Importing the package registers every task, criterion and model with
-fairseq and allow-lists the globals of fairseq checkpoints for ``torch.load(weights_only=True)``.
+arXiv 2505.13089).  Importing the package (as ``fairseq-train --user-dir`` does) registers
+every task, criterion and model with fairseq and allow-lists the globals of fairseq checkpoints
+for ``torch.load(weights_only=True)``; see :func:`register`.
+
+The ``fairseq-entropy`` command line (console script or ``python -m fairseq_entropy.cli``)
+uses none of that, and skips it: importing fairseq's task registry costs seconds per call.
 """
 
 __version__ = "0.1.0"
@@ -24,5 +28,26 @@ class _DropTensorboardXNotice(_logging.Filter):
 # before --user-dir, so there the notice is already in its log)
 _logging.getLogger("fairseq.tasks.text_to_speech").addFilter(_DropTensorboardXNotice())
 
-from . import checkpoint  # noqa: F401,E402  (allow-list checkpoint globals first)
-from . import criterions, models, tasks  # noqa: F401,E402
+import os as _os  # noqa: E402
+import sys as _sys  # noqa: E402
+
+
+def register() -> None:
+    """Allow-list the checkpoint globals, then register the plugin's tasks, criterions and
+    models with fairseq (idempotent: each module registers once, on its first import)."""
+    from . import checkpoint
+
+    checkpoint.install()  # allow-list the checkpoint globals before any checkpoint is read
+    from . import criterions, models, tasks  # noqa: F401
+
+
+def _started_as_cli() -> bool:
+    """Whether this process is the ``fairseq-entropy`` command line: its console script, or
+    ``python -m fairseq_entropy...`` (Python sets ``sys.argv[0]`` to ``-m`` while it imports
+    the packages of the module to run)."""
+    arg0 = _sys.argv[0] if _sys.argv else ""
+    return arg0 == "-m" or _os.path.basename(arg0) == "fairseq-entropy"
+
+
+if not _started_as_cli():
+    register()

@@ -5,11 +5,11 @@ that are not allow-listed.  A fairseq 0.12 checkpoint stores its legacy model ar
 ``argparse.Namespace`` (everything else is dicts, lists, tensors and Python scalars), so
 ``fairseq-train --restore-file``, ``fairseq-generate`` and ``fairseq-interactive`` fail on it.
 
-Importing this module (which ``--user-dir`` does before any checkpoint is read) allow-lists
-exactly :data:`FAIRSEQ_CHECKPOINT_GLOBALS` with ``torch.serialization.add_safe_globals`` --
-``weights_only`` stays on -- and wraps fairseq's ``load_checkpoint_to_cpu`` so that a checkpoint
-carrying any other global is refused with a :class:`UnsafeCheckpointError` naming the file and
-the global.
+:func:`install` (called when the plugin is imported, as ``--user-dir`` does, before any
+checkpoint is read) allow-lists exactly :data:`FAIRSEQ_CHECKPOINT_GLOBALS` with
+``torch.serialization.add_safe_globals`` -- ``weights_only`` stays on -- and wraps fairseq's
+``load_checkpoint_to_cpu`` so that a checkpoint carrying any other global is refused with a
+:class:`UnsafeCheckpointError` naming the file and the global.
 
 It also makes fairseq's checkpoint copies atomic.  ``save_checkpoint`` writes the first
 checkpoint (e.g. ``checkpoint_best.pt``) atomically but copies it to the others
@@ -123,6 +123,3 @@ def install() -> None:
     if not getattr(checkpoint_utils.load_checkpoint_to_cpu, "_fairseq_entropy_wrapped", False):
         checkpoint_utils.load_checkpoint_to_cpu = _wrap_loader(
             checkpoint_utils.load_checkpoint_to_cpu)
-
-
-install()

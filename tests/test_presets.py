@@ -121,3 +121,41 @@ def test_packaged_presets_file_has_no_repeated_argument_block():
     assert len(blocks) == len(set(blocks))
     # the paper's three optimiser settings: Transformer/CNN, RNN, equivariant
     assert sum(1 for b in blocks if b.startswith('["--optimizer"')) == 3
+
+
+def test_train_size_reads_the_index_header_as_fairseq_counts(tmp_path):
+    from fairseq.data import data_utils
+
+    from fairseq_entropy.experiments.presets import train_size
+    from fairseq_entropy.scan.binarize import binarize_level
+    from fairseq_entropy.scan.datafiles import Example, write_pair
+    from fairseq_entropy.scan.grammar import Grammar
+
+    g = Grammar.paper()
+    commands = [c for c, _ in zip(g.commands(one_clause=False), range(37))]
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    for split, k in (("train", 37), ("valid", 5)):
+        write_pair(raw / split, [Example(str(c), " ".join(g.interpret(c))) for c in commands[:k]])
+    level = binarize_level(raw, tmp_path / "bin", g)
+    assert train_size(level) == 37
+    assert len(data_utils.load_indexed_dataset(str(level / "train.in-out.in"), None)) == 37
+    # the whole reader against fairseq's: every sequence of both sides, and the commands
+    from fairseq.data import Dictionary
+
+    from fairseq_entropy.analysis.scoring import split_commands
+    from fairseq_entropy.scan.binarize import read_mmap_sequences
+    for side in ("in", "out"):
+        prefix = str(level / f"train.in-out.{side}")
+        theirs = data_utils.load_indexed_dataset(prefix, None)
+        mine = read_mmap_sequences(prefix)
+        assert [m.tolist() for m in mine] == [theirs[i].tolist() for i in range(len(theirs))]
+    vocab = Dictionary.load(str(level / "dict.in.txt"))
+    assert split_commands(level, "train") == [str(c) for c in commands] == [
+        vocab.string(t) for t in data_utils.load_indexed_dataset(
+            str(level / "train.in-out.in"), vocab)]
+    (level / "train.in-out.in.idx").write_bytes(b"not an index")
+    with pytest.raises(PresetError, match=r"train.in-out.in.idx is not a fairseq mmap index"):
+        train_size(level)
+    with pytest.raises(PresetError, match=r"idx not found. Fix: binarize"):
+        train_size(tmp_path)

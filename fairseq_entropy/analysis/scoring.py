@@ -176,6 +176,25 @@ def load_data_manifest(data_dir: str | os.PathLike) -> Tuple[dict, str]:
     return manifest, hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def read_fairseq_dictionary(path: str | os.PathLike) -> List[str]:
+    """The symbols of a fairseq ``dict.txt`` by id: fairseq's four special symbols
+    (``<s> <pad> </s> <unk>``, ids 0-3), then one symbol per line (``word count``).
+
+    Raises:
+        ScoreError: the file is missing or a line has no symbol.
+    """
+    symbols = ["<s>", "<pad>", "</s>", "<unk>"]
+    try:
+        for i, line in enumerate(read_lines(path), 1):
+            parts = line.split()
+            if not parts:
+                raise ScoreError(f"{path}:{i}: empty line. Fix: binarize the level again")
+            symbols.append(parts[0])
+    except DataFormatError as e:
+        raise ScoreError(str(e)) from None
+    return symbols
+
+
 def split_commands(data_dir: str | os.PathLike, split: str) -> List[str]:
     """The commands of ``split`` of a level, in sample-id order.
 
@@ -194,11 +213,14 @@ def split_commands(data_dir: str | os.PathLike, split: str) -> List[str]:
             raise ScoreError(str(e)) from None
     prefix = data_dir / f"{split}.in-out.in"
     if Path(f"{prefix}.bin").is_file() and (data_dir / "dict.in.txt").is_file():
-        from fairseq.data import Dictionary, data_utils
+        from ..scan.binarize import BinarizeError, read_mmap_sequences
 
-        vocab = Dictionary.load(str(data_dir / "dict.in.txt"))
-        ds = data_utils.load_indexed_dataset(str(prefix), vocab)
-        return [vocab.string(ds[i]) for i in range(len(ds))]
+        try:
+            symbols = read_fairseq_dictionary(data_dir / "dict.in.txt")
+            return [" ".join(symbols[i] for i in seq[:-1]) for seq in read_mmap_sequences(prefix)]
+        except (BinarizeError, IndexError) as e:
+            raise ScoreError(f"{prefix}: {e if str(e) else 'a token id beyond dict.in.txt'}. "
+                             "Fix: binarize the level again") from None
     raise ScoreError(f"{data_dir} holds no {split} split ({raw.name} or {prefix.name}.bin). "
                      "Fix: pass the --data level that was decoded, and its --split")
 

@@ -178,17 +178,19 @@ def eval_epochs(formula: str, k: int) -> int:
 
 
 def train_size(data_dir: str | os.PathLike) -> int:
-    """Number of training examples of a binarized level (from its fairseq index file)."""
-    from fairseq.data import data_utils
+    """Number of training examples of a binarized level, from the header of its fairseq index
+    file (:func:`~fairseq_entropy.scan.binarize.read_mmap_index`).
 
-    from ..scan.binarize import SOURCE_LANG, TARGET_LANG
+    Raises:
+        PresetError: the index file is missing or not a fairseq mmap index.
+    """
+    from ..scan.binarize import SOURCE_LANG, TARGET_LANG, BinarizeError, read_mmap_index
 
     prefix = os.path.join(str(data_dir), f"train.{SOURCE_LANG}-{TARGET_LANG}.{SOURCE_LANG}")
-    ds = data_utils.load_indexed_dataset(prefix, None)
-    if ds is None:
-        raise PresetError(f"{prefix}.bin not found. Fix: binarize the level first "
-                          "(fairseq-entropy binarize)")
-    return len(ds)
+    try:
+        return len(read_mmap_index(prefix)[1])
+    except BinarizeError as e:
+        raise PresetError(str(e)) from None
 
 
 def train_args(preset: dict, data_dir: str | os.PathLike, epochs: Optional[float] = None,
