@@ -92,14 +92,19 @@ def measure_training(preset_name: str, data: Path, seconds: float, save_to: Path
     """Time ``Trainer.train_step`` for the preset (plus ``extra_args``) and save a checkpoint
     for decoding.  Returns (params, updates/s, real target tokens/s, share of the computed
     target positions that are real tokens rather than padding)."""
+    from fairseq_entropy.tasks.systematicity import split_by_length
+
     trainer, batches, params = build_trainer(preset_name, data, extra_args)
+    cfg = trainer.task.cfg
+    pad = trainer.task.tgt_dict.pad()
     for _ in range(3):  # warm-up
         trainer.train_step([next(batches)])
     n, real, computed, start = 0, 0, 0, time.perf_counter()
     while time.perf_counter() - start < seconds or n < 5:
         sample = next(batches)
         real += int(sample["ntokens"])
-        computed += sample["target"].numel()
+        computed += sum(part["target"].numel()  # the positions the model computes
+                        for part in split_by_length(sample, cfg.length_chunks, pad))
         trainer.train_step([sample])
         n += 1
     wall = time.perf_counter() - start

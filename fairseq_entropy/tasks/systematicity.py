@@ -30,6 +30,7 @@ import torch
 from fairseq import utils
 from fairseq.data import BaseWrapperDataset, data_utils
 from fairseq.logging import metrics
+from fairseq.optim.amp_optimizer import AMPOptimizer
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 from omegaconf import II, OmegaConf, open_dict
@@ -68,6 +69,17 @@ class SystematicityConfig(TranslationConfig):
                           "pool by target then source length, and cut it into batches (whose "
                           "order fairseq shuffles); 0 draws the batches uniformly at random. "
                           "Needs --random-batches and --batch-size"},
+    )
+    length_chunks: int = field(
+        default=1,
+        metadata={"help": "compute every training batch as up to this many chunks of "
+                          "sentences of similar target length (the batch sorted by target "
+                          "length and cut into equal parts, each padded only to its own "
+                          "longest sentence), accumulating their gradients before the one "
+                          "update: the same batches, loss and gradient as 1 (up to float "
+                          "rounding and dropout draws) with less padding computed. For models "
+                          "whose outputs do not depend on the padding of the batch (all of "
+                          "this plugin's)"},
     )
     rebuild_batches: bool = field(
         default=False,
@@ -253,6 +265,50 @@ class FirstEpochOrderDataset(BaseWrapperDataset):
             return self.dataset.ordered_indices()
 
 
+def split_by_length(sample: dict, chunks: int, pad: int, left_pad_source: bool = True):
+    """Cut a collated translation batch into up to ``chunks`` batches of similar target length.
+
+    The sentences are sorted by target length (stably) and cut into ``chunks`` parts of equal
+    size (``torch.tensor_split``); every tensor of the batch is indexed with its part and the
+    padding columns no sentence of the part needs are dropped (sources on the left with
+    ``left_pad_source``, else on the right; targets and ``prev_output_tokens`` on the right).
+    ``ntokens`` and ``nsentences`` are recomputed per part, so the parts' losses add up to
+    the batch's.
+
+    Args:
+        sample: fairseq's ``LanguagePairDataset.collater`` output (``id`` [B], ``net_input``
+            with ``src_tokens`` [B, S], ``src_lengths`` [B], ``prev_output_tokens`` [B, T];
+            ``target`` [B, T]).
+        chunks: the number of parts (at most B; 1 returns ``[sample]``).
+        pad: the padding index.
+
+    Returns:
+        a list of batches of the same structure.
+    """
+    target = sample["target"]
+    if chunks <= 1 or target.size(0) <= 1:
+        return [sample]
+    lengths = target.ne(pad).sum(1)
+    order = torch.sort(lengths, stable=True).indices
+    out = []
+    for idx in torch.tensor_split(order, min(chunks, target.size(0))):
+        t_len = int(lengths[idx].max())
+        net = sample["net_input"]
+        src = net["src_tokens"].index_select(0, idx)
+        s_len = int(src.ne(pad).sum(1).max())
+        src = (src[:, src.size(1) - s_len:] if left_pad_source else src[:, :s_len]).contiguous()
+        sub_net = {**net, "src_tokens": src,
+                   "src_lengths": net["src_lengths"].index_select(0, idx)}
+        if "prev_output_tokens" in net:
+            sub_net["prev_output_tokens"] = net["prev_output_tokens"].index_select(0, idx)[
+                :, :t_len].contiguous()
+        sub_target = target.index_select(0, idx)[:, :t_len].contiguous()
+        out.append({**sample, "id": sample["id"].index_select(0, idx), "net_input": sub_net,
+                    "target": sub_target, "nsentences": len(idx),
+                    "ntokens": int(sub_target.ne(pad).sum())})
+    return out
+
+
 def exact_match(hyp_tokens: torch.Tensor, ref_tokens: torch.Tensor, pad: int, eos: int) -> bool:
     """Whether two token sequences are equal once padding and end-of-sentence are stripped."""
     def strip(t):
@@ -388,8 +444,14 @@ class SystematicityTask(TranslationTask):
                                 option("max_epoch"), estimate)
 
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
-        """fairseq's training step, then the progress line when one is due."""
-        out = super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
+        """fairseq's training step (with ``--length-chunks K``, over the K length-sorted parts
+        of the batch, see :func:`split_by_length`), then the progress line when one is due."""
+        if self.cfg.length_chunks > 1 and sample["target"].size(0) > 1:
+            out = self._chunked_train_step(sample, model, criterion, optimizer, update_num,
+                                           ignore_grad)
+        else:
+            out = super().train_step(sample, model, criterion, optimizer, update_num,
+                                     ignore_grad)
         if self.progress is None:
             self.progress = self._new_progress()
         self._last_update = update_num + 1  # updates completed once this step is done
@@ -400,6 +462,32 @@ class SystematicityTask(TranslationTask):
         if line:
             logger.info(line)
         return out
+
+    def _chunked_train_step(self, sample, model, criterion, optimizer, update_num,
+                            ignore_grad=False):
+        """fairseq's ``train_step`` on each part of :func:`split_by_length`, the gradients
+        accumulated: returns the summed loss, sample size and logging outputs, which fairseq
+        then treats as those of the whole batch (it divides the gradient by the sample size)."""
+        model.train()
+        model.set_num_updates(update_num)
+        total_loss, total_size, logs = 0.0, 0, {}
+        for part in split_by_length(sample, self.cfg.length_chunks, self.tgt_dict.pad(),
+                                    self.cfg.left_pad_source):
+            with torch.autograd.profiler.record_function("forward"), torch.autocast(
+                    "cuda", enabled=isinstance(optimizer, AMPOptimizer)):
+                loss, sample_size, log = criterion(model, part)
+            if ignore_grad:
+                loss *= 0
+            with torch.autograd.profiler.record_function("backward"):
+                optimizer.backward(loss)
+            total_loss = total_loss + loss.detach()
+            total_size += sample_size
+            for key, value in log.items():
+                if isinstance(value, (int, float, torch.Tensor)) and key in logs:
+                    logs[key] = logs[key] + value
+                else:
+                    logs.setdefault(key, value)
+        return total_loss, total_size, logs
 
     def begin_valid_epoch(self, epoch, model):
         """Reset the validation exact-match counts of the progress line (fairseq hook)."""
