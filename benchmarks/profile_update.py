@@ -63,6 +63,41 @@ class PhaseTimer:
         setattr(obj, attr, timed)
 
 
+def matmul_gflops(m: int, k: int, n: int, seconds: float = 2.0) -> float:
+    """Measured GFLOP/s of float32 ``[m, k] @ [k, n]`` on this core (2 m k n per product)."""
+    a, b = torch.randn(m, k), torch.randn(k, n)
+    for _ in range(5):
+        a @ b
+    count, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        a @ b
+        count += 1
+    return 2 * m * k * n * count / (time.perf_counter() - start) / 1e9
+
+
+def print_ceiling(trainer, batches, measured: float, updates: int = 20) -> None:
+    """FLOPs per update (mean over ``updates`` batches) and the compute-bound ceiling."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    flops = 0
+    for _ in range(updates):
+        counter = FlopCounterMode(display=False)
+        with counter:
+            trainer.train_step([next(batches)])
+        flops += counter.get_total_flops()
+    flops /= updates
+    model_dim = getattr(trainer.model.cfg if hasattr(trainer.model, "cfg") else None,
+                        "embed_dim", None) or 128
+    # the dominant products: [tokens of a batch, d] @ [d, 4d] (feed-forward, projections)
+    speed = matmul_gflops(512, model_dim, 4 * model_dim)
+    floor = flops / (speed * 1e9)
+    print(f"# compute: {flops / 1e9:.2f} GFLOP per update (forward + backward); this core "
+          f"multiplies [512, {model_dim}] @ [{model_dim}, {4 * model_dim}] at {speed:.1f} "
+          f"GFLOP/s; at that speed the products alone take {1000 * floor:.0f} ms/update, a "
+          f"ceiling of {1 / floor:.1f} updates/s (measured: {measured:.2f}, "
+          f"{100 * measured * floor:.0f}% of the ceiling)")
+
+
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     extra = argv[argv.index("--") + 1:] if "--" in argv else []
@@ -73,6 +108,11 @@ def main(argv=None) -> int:
     p.add_argument("--updates", type=int, default=200, help="timed updates (after 10 warm-up)")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--trace", action="store_true", help="also print torch.profiler's op table")
+    p.add_argument("--ceiling", action="store_true",
+                   help="also count the floating-point operations of an update (forward and "
+                        "backward, torch.utils.flop_counter) and divide them by this core's "
+                        "measured matrix-product speed: the updates/s no implementation of "
+                        "the same computation can exceed here")
     args = p.parse_args(argv)
 
     import logging
@@ -117,6 +157,8 @@ def main(argv=None) -> int:
             print(f"{name:22} {1000 * s / args.updates:8.2f} ms/update {100 * s / total:6.1f}%")
         if args.trace:
             print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25))
+        if args.ceiling:
+            print_ceiling(trainer, batches, args.updates / total)
     return 0
 
 

@@ -167,6 +167,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="fairseq-preprocess worker processes per level")
     z.add_argument("--jobs", type=_positive_int, default=None,
                    help="levels binarized at once (default: one per CPU core)")
+    z.add_argument("--spm-vocab", type=_positive_int, default=None, metavar="N",
+                   help="subword tokens: train an N-piece sentencepiece model on the training "
+                        "commands and actions of the first level, cut every level with it "
+                        "(one dictionary for all) and write spm.model beside the data; decode "
+                        "with fairseq-generate --post-process sentencepiece")
 
     sc = sub.add_parser("score", help="exact-match accuracy of fairseq-generate output")
     sc.add_argument("generate_output")
@@ -389,9 +394,14 @@ def measure_tsv(report: dict) -> str:
 
 def cmd_binarize(args) -> None:
     """``binarize``: a build directory or SCAN files into fairseq binary data."""
-    from .scan.binarize import binarize_build, binarize_scan_files, level_dirs
+    from .scan.binarize import (binarize_build, binarize_scan_files, level_dirs,
+                                train_sentencepiece)
     from .scan.grammar import Grammar
 
+    if args.spm_vocab and not args.build_dir:
+        raise ValueError("--spm-vocab applies to a build directory (its first level's training "
+                         "split trains the model). Fix: pass the --out of 'fairseq-entropy "
+                         "build', or drop --spm-vocab")
     if args.build_dir and (args.train or args.valid or args.test):
         raise ValueError("pass either a build directory or --train/--valid/--test, not both")
     if args.build_dir and args.valid_fraction is not None:
@@ -401,15 +411,18 @@ def cmd_binarize(args) -> None:
     if args.build_dir:
         g = Grammar.by_name(args.grammar) if args.grammar else None
         dirs = level_dirs(args.build_dir)
+        spm_model = train_sentencepiece(dirs[0], args.spm_vocab) if args.spm_vocab else None
+        if spm_model is not None:
+            print(f"sentencepiece: {args.spm_vocab} pieces trained on {dirs[0]}/train.{{in,out}}")
         if dirs == [Path(args.build_dir)]:
-            outs = binarize_build(args.build_dir, args.out, g, args.workers)
+            outs = binarize_build(args.build_dir, args.out, g, args.workers, spm_model)
         else:  # levels in parallel (one fairseq-preprocess each), with a progress bar
             from concurrent.futures import ThreadPoolExecutor, as_completed
 
             jobs = min(args.jobs or os.cpu_count() or 1, len(dirs))
             with ThreadPoolExecutor(jobs) as pool:
                 futures = {pool.submit(binarize_build, d, Path(args.out) / d.name, g,
-                                       args.workers): i for i, d in enumerate(dirs)}
+                                       args.workers, spm_model): i for i, d in enumerate(dirs)}
                 done = {}
                 for f in _progress(as_completed(futures), "binarize", "level", len(futures)):
                     done[futures[f]] = f.result()  # the first error is raised here

@@ -44,6 +44,12 @@ line=$(fairseq-entropy train-args "$preset" --data "$data" "${schedule[@]}")
 read -ra train_args <<< "$line"
 model=$(fairseq-entropy train-args "$preset" --data "$data" --field model)
 
+# subword data (binarize --spm-vocab): outputs are longer in pieces, and are detokenized
+subword=(); max_len=60
+if [ -f "$data/spm.model" ]; then
+  subword=(--post-process sentencepiece); max_len=400
+fi
+
 mkdir -p "$run"
 # fairseq-train started again on a finished checkpoint_last.pt makes one more update and
 # saves it, so a run cut off while decoding or scoring goes straight back to decoding
@@ -55,7 +61,8 @@ else
     --seed "$seed" --save-dir "$run/checkpoints" --tensorboard-logdir "$run/tensorboard" \
     --no-epoch-checkpoints --num-workers 0 --log-format simple --log-interval 100 \
     --required-batch-size-multiple 1 \
-    --eval-seq-acc --best-checkpoint-metric seq_acc --maximize-best-checkpoint-metric \
+    --eval-seq-acc --eval-seq-acc-max-len-b "$max_len" \
+    --best-checkpoint-metric seq_acc --maximize-best-checkpoint-metric \
     "$@" 2>&1 | tee -a "$run/train.log" | grep --line-buffered -E "valid on|progress: |done training|Error" \
     | sed -u "s|^.*\(progress: .*\)|\1|; s|^.*| [$(basename "$run")] &|; s|\(valid on 'valid' subset\).*\(seq_acc [0-9.]*\).*\(num_updates [0-9]*\).*|\1 \2 \3|"
   status=${PIPESTATUS[0]}
@@ -67,7 +74,7 @@ fi
 generate() {  # generate CHECKPOINT_NAME LABEL
   fairseq-generate "$data" --user-dir "$user_dir" --task systematicity \
     --source-lang in --target-lang out --path "$run/checkpoints/$1" "${device_args[@]}" \
-    --gen-subset test --beam 1 --max-len-a 0 --max-len-b 60 \
+    --gen-subset test --beam 1 --max-len-a 0 --max-len-b "$max_len" "${subword[@]}" \
     --batch-size "${GEN_BATCH:-512}" --required-batch-size-multiple 1 > "$run/generate-$2.txt" 2> "$run/generate-$2.log"
 }
 score() {  # score LABEL

@@ -1,3 +1,5 @@
+import json
+
 import pytest
 
 from fairseq_entropy.scan.binarize import BinarizeError, check_vocabulary, dictionary_words
@@ -32,3 +34,76 @@ def test_scan_file_errors_name_the_line(tmp_path, capsys):
     bad.write_text("IN: walk left OUT: I_WALK\n")
     assert cli(["binarize", "--train", str(bad), "--out", str(tmp_path / "bin")]) == 2
     assert "do not match the command" in capsys.readouterr().err
+
+
+def test_sentencepiece_binarization_round_trips_and_shares_one_model(tmp_path, capsys):
+    """binarize --spm-vocab: one model for every level, verbs cut into pieces, and a copy
+    "decode" (the references as hypotheses, printed as fairseq-generate --post-process
+    sentencepiece prints them) scores 1.0 against the word-level data."""
+    import hashlib
+
+    from fairseq.data import Dictionary, data_utils
+
+    from fairseq_entropy.scan.binarize import SPM_MODEL, detokenize_sentencepiece
+
+    build = tmp_path / "build"
+    assert cli(["build", "exp1", "--out", str(build), "--levels", "1,3", "--n", "400",
+                "--seed", "2"]) == 0
+    out = tmp_path / "bin"
+    assert cli(["binarize", str(build), "--out", str(out), "--spm-vocab", "48"]) == 0
+    levels = [out / "entropy_1.0", out / "entropy_3.0"]
+    models = {(lv / SPM_MODEL).read_bytes() for lv in levels}
+    dicts = {(lv / "dict.in.txt").read_bytes() for lv in levels}
+    assert len(models) == 1 and len(dicts) == 1          # one model, one dictionary
+    man = json.loads((levels[1] / "manifest.json").read_text())
+    assert man["subword"]["vocab_size"] == 48 and man["level"] == "entropy_3.0"
+    assert man["subword"]["model_sha256"] == hashlib.sha256(models.pop()).hexdigest()
+    vocab = Dictionary.load(str(levels[1] / "dict.in.txt"))
+    assert len(vocab) == 4 + 47                          # fairseq's specials + pieces - <unk>
+    for lv in levels:
+        raw = build / lv.name
+        src = data_utils.load_indexed_dataset(str(lv / "test.in-out.in"), vocab)
+        tgt = data_utils.load_indexed_dataset(str(lv / "test.in-out.out"), vocab)
+        commands = (raw / "test.in").read_text().splitlines()
+        actions = (raw / "test.out").read_text().splitlines()
+        assert len(src) == len(commands) == 7056
+        pieces = [vocab.string(t) for t in src]
+        assert any(len(p.split()) > len(c.split()) for p, c in zip(pieces, commands))
+        words = set(w for c in commands for w in c.split())
+        cut = [w for w in ("walk", "jump", "lunge", "sprint") if w in words and
+               not any(p == "\u2581" + w for p in vocab.symbols)]
+        assert cut, "with 48 pieces some verbs must be split"
+        # the copy check, through the scorer
+        lines = []
+        for i in range(len(src)) if lv == levels[1] else range(0, len(src), 97):
+            s = vocab.string(src[i], "sentencepiece")
+            t = vocab.string(tgt[i], "sentencepiece")
+            assert s == commands[i] and t == actions[i]
+            assert detokenize_sentencepiece(vocab.string(tgt[i])) == actions[i]
+            lines += [f"S-{i}\t{s}", f"T-{i}\t{t}", f"H-{i}\t-0.1\t{t}"]
+        if lv != levels[1]:
+            continue
+        gen = tmp_path / f"{lv.name}.txt"
+        gen.write_text("\n".join(lines) + "\n")
+        assert cli(["score", str(gen), "--out", str(tmp_path / f"score_{lv.name}"),
+                    "--data", str(lv), "--preset", "exp1_cnn_authors", "--seed", "1"]) == 0
+        rec = json.loads((tmp_path / f"score_{lv.name}" / "score.json").read_text())
+        assert rec["accuracy"] == 1.0 and rec["n"] == 7056
+    # same input, same model bytes (encoding and fairseq-preprocess are deterministic)
+    from fairseq_entropy.scan.binarize import train_sentencepiece
+    assert train_sentencepiece(build / "entropy_1.0", 48) == (levels[1] / SPM_MODEL).read_bytes()
+
+
+def test_sentencepiece_vocabulary_out_of_range_is_refused(tmp_path, capsys):
+    build = tmp_path / "build"
+    assert cli(["build", "exp1", "--out", str(build), "--levels", "3", "--n", "200"]) == 0
+    capsys.readouterr()
+    assert cli(["binarize", str(build), "--out", str(tmp_path / "bin"), "--spm-vocab", "5"]) == 2
+    err = capsys.readouterr().err
+    assert "sentencepiece cannot train a 5-piece model on" in err
+    assert "Vocabulary size is smaller than required_chars" in err
+    assert "Fix: choose another --spm-vocab" in err
+    assert not (tmp_path / "bin").exists()
+    assert cli(["binarize", "--train", str(build / "entropy_3.0" / "train.in"), "--out",
+                str(tmp_path / "x"), "--spm-vocab", "40"]) == 2
+    assert "--spm-vocab applies to a build directory" in capsys.readouterr().err

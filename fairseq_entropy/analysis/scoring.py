@@ -199,7 +199,8 @@ def split_commands(data_dir: str | os.PathLike, split: str) -> List[str]:
     """The commands of ``split`` of a level, in sample-id order.
 
     Reads ``<split>.in`` of a raw level, or decodes ``<split>.in-out.in`` of a binarized one
-    with its ``dict.in.txt`` (as fairseq-generate prints them on its ``S-`` lines).
+    with its ``dict.in.txt`` (as fairseq-generate prints them on its ``S-`` lines; subword data,
+    with ``spm.model`` beside it, detokenized as ``--post-process sentencepiece`` does).
 
     Raises:
         ScoreError: the level holds neither form of the split.
@@ -213,11 +214,14 @@ def split_commands(data_dir: str | os.PathLike, split: str) -> List[str]:
             raise ScoreError(str(e)) from None
     prefix = data_dir / f"{split}.in-out.in"
     if Path(f"{prefix}.bin").is_file() and (data_dir / "dict.in.txt").is_file():
-        from ..scan.binarize import BinarizeError, read_mmap_sequences
+        from ..scan.binarize import (SPM_MODEL, BinarizeError, detokenize_sentencepiece,
+                                     read_mmap_sequences)
 
+        subword = (data_dir / SPM_MODEL).is_file()
         try:
             symbols = read_fairseq_dictionary(data_dir / "dict.in.txt")
-            return [" ".join(symbols[i] for i in seq[:-1]) for seq in read_mmap_sequences(prefix)]
+            lines = [" ".join(symbols[i] for i in seq[:-1]) for seq in read_mmap_sequences(prefix)]
+            return [detokenize_sentencepiece(x) for x in lines] if subword else lines
         except (BinarizeError, IndexError) as e:
             raise ScoreError(f"{prefix}: {e if str(e) else 'a token id beyond dict.in.txt'}. "
                              "Fix: binarize the level again") from None

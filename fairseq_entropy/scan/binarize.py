@@ -28,7 +28,7 @@ import numpy as np
 
 from .. import __version__
 from .datafiles import (DataFormatError, Example, atomic_directory, iter_text_lines, read_json,
-                        read_pair, read_scan_file, write_pair)
+                        read_lines, read_pair, read_scan_file, write_pair)
 from .entropy import SlotStatistics, unseen_pairs
 from .grammar import Grammar
 
@@ -110,6 +110,87 @@ def write_dictionary(path: str | os.PathLike, grammar: Grammar) -> Path:
     return path
 
 
+#: file name of the sentencepiece model written beside subword-binarized data
+SPM_MODEL = "spm.model"
+
+
+def train_sentencepiece(level_dir: str | os.PathLike, vocab_size: int) -> bytes:
+    """Train a sentencepiece unigram model (Kudo 2018) on the training commands and actions of
+    one level (``train.in`` then ``train.out``, one sentence per line) and return its bytes.
+
+    Deterministic: one thread, no input sampling or shuffling, every character covered
+    (``character_coverage`` 1.0), no BOS/EOS/PAD pieces (fairseq adds its own), ``<unk>`` id 0.
+
+    Args:
+        level_dir: a level directory written by ``fairseq-entropy build``.
+        vocab_size: pieces in the model, ``<unk>`` included; at least the number of distinct
+            characters + 1, at most what the data can give (sentencepiece names both bounds).
+
+    Raises:
+        BinarizeError: no training split, or a vocabulary size the data cannot give.
+    """
+    import io
+
+    import sentencepiece as spm
+
+    level_dir = Path(level_dir)
+    lines = []
+    for side in (SOURCE_LANG, TARGET_LANG):
+        path = level_dir / f"train.{side}"
+        if not path.is_file():
+            raise BinarizeError(f"{path} not found: the subword model is trained on the first "
+                                "level's training split. Fix: pass a build with a train split")
+        lines += [" ".join(line.split()) for line in read_lines(path)]
+    model = io.BytesIO()
+    try:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(lines), model_writer=model, vocab_size=vocab_size,
+            model_type="unigram", character_coverage=1.0, num_threads=1,
+            input_sentence_size=0, shuffle_input_sentence=False, bos_id=-1, eos_id=-1,
+            pad_id=-1, unk_id=0, minloglevel=2)
+    except RuntimeError as e:
+        reason = str(e).split("]", 1)[-1].strip()
+        raise BinarizeError(f"sentencepiece cannot train a {vocab_size}-piece model on "
+                            f"{level_dir}/train.{{in,out}}: {reason} Fix: choose another "
+                            "--spm-vocab") from None
+    return model.getvalue()
+
+
+def sentencepiece_words(model: bytes) -> List[str]:
+    """The pieces of a sentencepiece model in id order, ``<unk>`` left out (fairseq's
+    dictionary has its own): the symbols of the subword ``dict.txt``."""
+    import sentencepiece as spm
+
+    sp = spm.SentencePieceProcessor(model_proto=model)
+    return [sp.id_to_piece(i) for i in range(sp.get_piece_size()) if not sp.is_unknown(i)]
+
+
+def encode_sentencepiece(model: bytes, src: Path, dest: Path) -> None:
+    """Write ``dest`` (one line per line of ``src``): the sentence's pieces separated by spaces.
+
+    Raises:
+        BinarizeError: a sentence needs ``<unk>`` (a character the model was not trained on).
+    """
+    import sentencepiece as spm
+
+    sp = spm.SentencePieceProcessor(model_proto=model)
+    out = []
+    for i, line in enumerate(read_lines(src), 1):
+        ids = sp.encode(" ".join(line.split()))
+        if any(sp.is_unknown(t) for t in ids):
+            raise BinarizeError(f"{src}:{i}: {line!r} has a character the subword model never "
+                                "saw in the first level's training split. Fix: binarize with "
+                                "a first level that covers every character")
+        out.append(" ".join(sp.id_to_piece(t) for t in ids) + "\n")
+    dest.write_text("".join(out), encoding="utf-8")
+
+
+def detokenize_sentencepiece(text: str) -> str:
+    """Words of a sentence of sentencepiece pieces separated by spaces (what
+    ``fairseq-generate --post-process sentencepiece`` prints)."""
+    return text.replace(" ", "").replace("\u2581", " ").strip()
+
+
 def check_vocabulary(prefix: str | os.PathLike, grammar: Grammar) -> None:
     """Refuse ``<prefix>.in``/``.out`` if any token is outside the grammar's dictionary.
 
@@ -155,7 +236,7 @@ def run_preprocess(src_dir: Path, dest: Path, dict_path: Path, splits: Sequence[
 
 
 def binarize_level(level_dir: str | os.PathLike, dest: str | os.PathLike, grammar: Grammar,
-                   workers: int = 1) -> Path:
+                   workers: int = 1, spm_model: Optional[bytes] = None) -> Path:
     """Binarize one level directory (``{train,valid,test}.{in,out}`` + optional manifest).
 
     Every pair is checked with the grammar's interpreter first (the actions must be those of
@@ -163,6 +244,11 @@ def binarize_level(level_dir: str | os.PathLike, dest: str | os.PathLike, gramma
     ``valid`` split beside it (fairseq-train validates on it).  The result is written to a
     temporary directory and renamed to ``dest`` when complete; ``manifest.json`` is copied
     beside the binarized data for the ``systematicity`` task and for ``score --data``.
+
+    With ``spm_model`` (from :func:`train_sentencepiece`) the sentences are first cut into its
+    pieces, the dictionary is the model's pieces (one joint dictionary for commands and
+    actions), ``spm.model`` is written beside the data and the manifest records it under
+    ``subword``; decode with ``fairseq-generate --post-process sentencepiece``.
 
     Raises:
         BinarizeError: no split files, a token outside the dictionary, a pair the grammar
@@ -190,10 +276,39 @@ def binarize_level(level_dir: str | os.PathLike, dest: str | os.PathLike, gramma
                                 "on, validate with or decode an empty split. Fix: rebuild the "
                                 "level with more commands (a larger --n or --valid-fraction)")
     with atomic_directory(dest) as tmp:
-        dict_path = write_dictionary(tmp / "dict.txt", grammar)
-        run_preprocess(level_dir, tmp, dict_path, splits, workers)
+        if spm_model is None:
+            dict_path = write_dictionary(tmp / "dict.txt", grammar)
+            run_preprocess(level_dir, tmp, dict_path, splits, workers)
+        else:
+            pieces = tmp / "pieces"
+            pieces.mkdir()
+            for split in splits:
+                for side in (SOURCE_LANG, TARGET_LANG):
+                    encode_sentencepiece(spm_model, level_dir / f"{split}.{side}",
+                                         pieces / f"{split}.{side}")
+            dict_path = tmp / "dict.txt"
+            dict_path.write_text("".join(f"{w} 1\n" for w in sentencepiece_words(spm_model)),
+                                 encoding="utf-8")
+            run_preprocess(pieces, tmp, dict_path, splits, workers)
+            shutil.rmtree(pieces)
+            (tmp / SPM_MODEL).write_bytes(spm_model)
         os.unlink(dict_path)
-        if (level_dir / "manifest.json").exists():
+        manifest = None
+        if spm_model is not None and (level_dir / "manifest.json").exists():
+            try:
+                manifest = read_json(level_dir / "manifest.json")
+            except DataFormatError as e:
+                raise BinarizeError(str(e)) from None
+        if spm_model is not None:
+            manifest = dict(manifest or {})
+            manifest["subword"] = {
+                "tokenizer": "sentencepiece", "model": SPM_MODEL,
+                "vocab_size": len(sentencepiece_words(spm_model)) + 1,
+                "model_sha256": hashlib.sha256(spm_model).hexdigest(),
+                "decode": "fairseq-generate --post-process sentencepiece"}
+        if spm_model is not None:
+            (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+        elif (level_dir / "manifest.json").exists():
             shutil.copyfile(level_dir / "manifest.json", tmp / "manifest.json")
     return dest
 
@@ -231,16 +346,18 @@ def grammar_of_build(build_dir: str | os.PathLike) -> Optional[str]:
 
 
 def binarize_build(build_dir: str | os.PathLike, out: str | os.PathLike,
-                   grammar: Optional[Grammar] = None, workers: int = 1) -> List[Path]:
-    """Binarize every level of a build into ``out/<level>`` (or ``out`` for a single level)."""
+                   grammar: Optional[Grammar] = None, workers: int = 1,
+                   spm_model: Optional[bytes] = None) -> List[Path]:
+    """Binarize every level of a build into ``out/<level>`` (or ``out`` for a single level),
+    with the subword model ``spm_model`` if given (see :func:`binarize_level`)."""
     build_dir, out = Path(build_dir), Path(out)
     dirs = level_dirs(build_dir)
     if grammar is None:
         name = grammar_of_build(dirs[0]) or "paper"
         grammar = Grammar.paper() if name == "paper" else Grammar.scan()
     if dirs == [build_dir]:
-        return [binarize_level(build_dir, out, grammar, workers)]
-    return [binarize_level(d, out / d.name, grammar, workers) for d in dirs]
+        return [binarize_level(build_dir, out, grammar, workers, spm_model)]
+    return [binarize_level(d, out / d.name, grammar, workers, spm_model) for d in dirs]
 
 
 def sha256_of(path: str | os.PathLike) -> str:
