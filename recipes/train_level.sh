@@ -5,7 +5,8 @@
 #   recipes/train_level.sh PRESET LEVEL_DATABIN RUN_DIR [extra fairseq-train args...]
 #
 # Environment: SEED (default 1), EPOCHS / MAX_UPDATE (override the preset's schedule, e.g. for
-# a CPU-sized run), DEVICE (cpu|gpu, default: gpu when torch sees one), GEN_BATCH (default 512).
+# a CPU-sized run), DEVICE (cpu|gpu, default: gpu when torch sees one), GEN_BATCH (default 512),
+# SCORE_BEST (default 1; 0 decodes and scores only the last checkpoint).
 # A run whose RUN_DIR/last/score.json exists is skipped; a cut-off run resumes from its
 # checkpoint_last.pt.  The run holds RUN_DIR/.lock (host and PID) while it works: a second
 # launch on the same RUN_DIR exits with status 75 without touching it, a lock left by a dead
@@ -17,7 +18,7 @@ if [ $# -lt 3 ] || [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then
   echo "usage: $0 PRESET LEVEL_DATABIN RUN_DIR [extra fairseq-train args...]" >&2
   echo "  e.g. $0 exp1_transformer_sinusoidal data-bin/exp1/entropy_3.0 runs/exp1/seed1/entropy_3.0" >&2
   echo "  PRESET: a preset name of recipes/presets.json (the README lists them)" >&2
-  echo "  environment: SEED EPOCHS MAX_UPDATE DEVICE GEN_BATCH" >&2
+  echo "  environment: SEED EPOCHS MAX_UPDATE DEVICE GEN_BATCH SCORE_BEST" >&2
   exit 2
 fi
 preset=$1 data=$2 run=$3; shift 3
@@ -82,10 +83,12 @@ score() {  # score LABEL
     --preset "$preset" --model "$model" --seed "$seed" --checkpoint "$1" --force
 }
 generate checkpoint_last.pt last
-if cmp -s "$run/checkpoints/checkpoint_best.pt" "$run/checkpoints/checkpoint_last.pt"; then
-  cp "$run/generate-last.txt" "$run/generate-best.txt"   # best-on-validation is the last one
-else
-  generate checkpoint_best.pt best
+if [ "${SCORE_BEST:-1}" != 0 ]; then
+  if cmp -s "$run/checkpoints/checkpoint_best.pt" "$run/checkpoints/checkpoint_last.pt"; then
+    cp "$run/generate-last.txt" "$run/generate-best.txt"   # best-on-validation is the last one
+  else
+    generate checkpoint_best.pt best
+  fi
+  score best
 fi
-score best
 score last   # last/score.json marks the run as finished

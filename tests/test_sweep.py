@@ -32,7 +32,8 @@ def env(**extra):
 def test_every_paper_grid_expands():
     sizes = {"exp1_transformer_sinusoidal": 7 * 5, "exp1": 6 * 7 * 5,
              "exp1_train_size": 3 * 7 * 5, "exp2": 5 * 8 * 5, "beyond_paper": 3 * 7 * 5,
-             "demo_cnn": 3 * 2}
+             "demo_cnn": 3 * 2, "exp1_cnn_authors": 7 * 5}
+    assert sorted(sizes) == sorted(p.stem for p in GRIDS.glob("*.toml"))  # every grid file
     for name, n in sizes.items():
         grid = load_grid(GRIDS / f"{name}.toml")
         assert len(grid.cells()) == n, name
@@ -71,14 +72,14 @@ def test_dry_run_lists_the_35_cells_of_the_sinusoidal_grid(tmp_path, capsys):
 
 def test_seed_filter_keeps_whole_curves_of_the_chosen_seeds(tmp_path, capsys):
     grid = load_grid(GRIDS / "exp1.toml")
-    cells = grid.cells(["exp1_cnn"], [231, 42])
+    cells = grid.cells(["exp1_cnn_authors"], [231, 42])
     assert len(cells) == 14 and {c.seed for c in cells} == {231, 42}
     assert {c.level for c in cells} == {0, 0.5, 1, 1.5, 2, 2.5, 3}
     with pytest.raises(GridError, match=r"exp1.toml: seed\(s\) 7 not in the grid. Fix: choose "
                                         r"from 830, 231, 42, 9876, 2"):
         grid.cells(None, [7])
     assert cli(["sweep", str(GRIDS / "exp1.toml"), "--dry-run", "--root", str(tmp_path),
-                "--device", "cpu", "--preset", "exp1_cnn", "--seed", "42"]) == 0
+                "--device", "cpu", "--preset", "exp1_cnn_authors", "--seed", "42"]) == 0
     first = capsys.readouterr().out.splitlines()[0]
     assert "7 cells (1 preset(s) x 1 N x 7 levels x 1 seeds)" in first
 
