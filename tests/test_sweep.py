@@ -333,3 +333,21 @@ def test_killed_cell_resumes_to_the_uninterrupted_score(tiny_data, tmp_path):
     assert (run / "checkpoints" / "checkpoint_last.pt").read_bytes() == checkpoint
     assert json.loads((run / "last/score.json").read_text())["accuracy"] == resumed["accuracy"]
     assert hypotheses(run) == hypotheses(cell.run_dir(roots["straight"]))
+
+
+def test_progress_time_left_counts_down_between_finished_cells():
+    import io
+
+    now = [0.0]
+    p = sweep.Progress(total=6, workers=2, out=io.StringIO(), clock=lambda: now[0])
+    assert p.line().endswith("0 s elapsed, ? s left")            # nothing finished yet
+    now[0] = 100.0
+    p.add(sweep.CellResult("a", "done", wall_s=100.0, accuracy=0.5))
+    now[0] = 101.0
+    p.add(sweep.CellResult("b", "done", wall_s=100.0, accuracy=0.5))
+    # 4 cells of ~100 s on 2 workers: 200 s from the last finish
+    assert p.line() == "sweep: 2/6 cells finished, 2 running, 101 s elapsed, ~200 s left"
+    now[0] = 151.0
+    assert p.line().endswith("151 s elapsed, ~150 s left")
+    now[0] = 500.0
+    assert p.line().endswith("~0 s left")

@@ -376,17 +376,20 @@ def device_slots(jobs: Optional[int], device: str, gpus: int = 0,
 
 class Progress:
     """Progress line at least every :data:`PROGRESS_INTERVAL_S` seconds: cells finished,
-    running, elapsed and an estimate of the time left (mean wall time of the cells that
-    trained so far x cells left / workers)."""
+    running, elapsed and an estimate of the time left: the mean wall time of the cells that
+    trained so far x cells left / workers, less the time since the last cell finished (which
+    the running cells have already worked)."""
 
-    def __init__(self, total: int, workers: int, out=None):
+    def __init__(self, total: int, workers: int, out=None, clock=time.monotonic):
         self.total, self.workers = total, max(workers, 1)
         self.results: List[CellResult] = []
-        self.start = time.monotonic()
+        self.clock = clock
+        self.start = self.last_finish = clock()
         self.out = out or sys.stdout
 
     def add(self, r: CellResult) -> None:
         self.results.append(r)
+        self.last_finish = self.clock()
         print(f"[{len(self.results)}/{self.total}] {r.cell}: {r.status}"
               + (f" (accuracy {r.accuracy:.4f}, {r.wall_s:.0f} s)" if r.accuracy is not None
                  and r.status == "done" else "") + (f" - {r.reason}" if r.reason
@@ -394,11 +397,14 @@ class Progress:
               file=self.out, flush=True)
 
     def line(self) -> str:
-        elapsed = time.monotonic() - self.start
+        now = self.clock()
+        elapsed = now - self.start
         trained = [r.wall_s for r in self.results if r.status == "done"]
         left_cells = self.total - len(self.results)
-        left = "?" if not trained else \
-            f"~{sum(trained) / len(trained) * left_cells / self.workers:.0f}"
+        left = "?"
+        if trained:
+            mean = sum(trained) / len(trained)
+            left = f"~{max(mean * left_cells / self.workers - (now - self.last_finish), 0):.0f}"
         return (f"sweep: {len(self.results)}/{self.total} cells finished, "
                 f"{min(left_cells, self.workers)} running, {elapsed:.0f} s elapsed, "
                 f"{left} s left")
