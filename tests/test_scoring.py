@@ -106,7 +106,7 @@ def score(gen, out, level, *extra, preset="exp1_transformer_sinusoidal"):
     return cli(argv)
 
 
-def test_score_and_aggregate_cli(tmp_path):
+def test_score_and_aggregate_cli(tmp_path, capsys):
     gen = tmp_path / "gen.txt"
     gen.write_text(GEN)
     level = make_level(tmp_path / "level")
@@ -123,7 +123,9 @@ def test_score_and_aggregate_cli(tmp_path):
         (level / "manifest.json").read_bytes()).hexdigest()
     assert len((run / "examples.tsv").read_text().splitlines()) == 5
     out = tmp_path / "results"
+    capsys.readouterr()
     assert cli(["aggregate", str(tmp_path / "runs"), "--out", str(out)]) == 0
+    assert "agreement with the paper" not in capsys.readouterr().out  # no paper value at N=10
     rows = list(csv.DictReader(open(out / "results.tsv"), delimiter="\t"))
     assert rows == [{"experiment": "exp1", "preset": "exp1_transformer_sinusoidal",
                      "model": "transformer_sinusoidal", "n_train": "10",
@@ -400,3 +402,17 @@ def test_missing_source_line_is_an_error(tmp_path):
     p.write_text(GEN.replace("S-1\tjump twice and jump\n", ""))
     with pytest.raises(ScoreError, match="sample 1 has no S- line"):
         read_generate_output(p)
+
+
+def test_agreement_lines_count_levels_inside_the_band(tmp_path):
+    from fairseq_entropy.cli import agreement_lines
+
+    head = "experiment\tpreset\tn_train\tcheckpoint\tlevel\tmean\tpaper_mean\tagree\n"
+    rows = ["exp1\tp\t6000\tlast\tentropy_0.0\t0.01\t0.0\tyes",
+            "exp1\tp\t6000\tlast\tentropy_1.5\t0.143\t0.3224\tno",
+            "exp1\tp\t6000\tlast\tentropy_3.0\t0.97\t0.985\tyes",
+            "exp1\tp\t10\tlast\tentropy_3.0\t0.75\t\t"]          # no paper value
+    (tmp_path / "summary.tsv").write_text(head + "\n".join(rows) + "\n")
+    assert agreement_lines(tmp_path / "summary.tsv") == [
+        "agreement with the paper exp1 p N=6000 last: 2/3 levels inside max(2 std, 0.10); "
+        "outside: entropy_1.5 (0.143 vs 0.322)"]
