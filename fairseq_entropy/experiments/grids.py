@@ -156,6 +156,17 @@ class Grid:
         """The file name without its suffix (``exp1``)."""
         return self.path.stem
 
+    def _subset(self, what: str, values: Sequence, wanted: Optional[Sequence]) -> list:
+        """``values`` in grid order, kept to ``wanted`` when given (GridError names any
+        wanted value the grid lacks)."""
+        if not wanted:
+            return list(values)
+        unknown = [str(w) for w in wanted if w not in values]
+        if unknown:
+            raise GridError(f"{self.path}: {what}(s) {', '.join(unknown)} not in the grid. Fix: "
+                            f"choose from {', '.join(map(str, values))}")
+        return [v for v in values if v in wanted]
+
     def cells(self, presets: Optional[Sequence[str]] = None,
               seeds: Optional[Sequence[int]] = None) -> List[Cell]:
         """Every cell, ordered preset, N, level, seed (so that a partial sweep covers whole
@@ -168,20 +179,8 @@ class Grid:
         Raises:
             GridError: a name in ``presets`` or a seed in ``seeds`` is not in the grid.
         """
-        chosen_seeds = list(self.seeds)
-        if seeds:
-            unknown = [s for s in seeds if s not in self.seeds]
-            if unknown:
-                raise GridError(f"{self.path}: seed(s) {', '.join(map(str, unknown))} not in "
-                                f"the grid. Fix: choose from {', '.join(map(str, self.seeds))}")
-            chosen_seeds = [s for s in self.seeds if s in seeds]
-        chosen = list(self.presets)
-        if presets:
-            unknown = [p for p in presets if p not in self.presets]
-            if unknown:
-                raise GridError(f"{self.path}: preset(s) {', '.join(unknown)} not in the grid. "
-                                f"Fix: choose from {', '.join(self.presets)}")
-            chosen = [p for p in self.presets if p in presets]
+        chosen = self._subset("preset", self.presets, presets)
+        chosen_seeds = self._subset("seed", self.seeds, seeds)
         return [Cell(self.experiment, p, self.models[p], n, s, lv, self.schedule)
                 for p in chosen for n in self.n for lv in self.levels for s in chosen_seeds]
 
