@@ -67,7 +67,7 @@ def test_chunked_step_gives_the_batch_loss_and_gradient(arch):
     c_loss, c_size, c_log = SystematicityTask._chunked_train_step(
         task, sample, model, criterion, optimizer, update_num=0)
     assert c_size == size == sample["ntokens"]
-    assert float(c_loss) == pytest.approx(float(loss), rel=1e-5)
+    assert float(c_loss) == pytest.approx(float(loss.detach()), rel=1e-5)
     assert c_log["ntokens"] == log["ntokens"] and c_log["nsentences"] == log["nsentences"]
     assert float(c_log["loss"]) == pytest.approx(float(log["loss"]), rel=1e-5)
     for n, p in model.named_parameters():

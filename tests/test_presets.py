@@ -73,8 +73,16 @@ def test_every_preset_expands_to_the_arguments_of_the_flat_file(tmp_path, monkey
                 level.mkdir(exist_ok=True)
                 (level / "manifest.json").write_text(json.dumps({"support": ["v"] * k}))
                 sizes = iter([n, n])
-                assert train_args(new[name], level) == train_args(old_preset, level), \
-                    (name, n, k)
+                args = train_args(new[name], level)
+                # the one change since the flat file: the Transformers compute each batch as
+                # two length-sorted halves (same batch and gradient, less padding)
+                if old_preset["arch"].startswith("scan_transformer"):
+                    i = args.index("--length-chunks")
+                    assert args[i + 1] == "2", name
+                    args = args[:i] + args[i + 2:]
+                else:
+                    assert "--length-chunks" not in args, name
+                assert args == train_args(old_preset, level), (name, n, k)
                 checked += 1
     assert checked == len(old) * 12
 
