@@ -15,7 +15,7 @@ It also makes fairseq's checkpoint copies atomic.  ``save_checkpoint`` writes th
 checkpoint (e.g. ``checkpoint_best.pt``) atomically but copies it to the others
 (``checkpoint_last.pt``) with a plain ``shutil.copyfile``; a run killed during that copy leaves a
 truncated ``checkpoint_last.pt`` from which ``fairseq-train`` cannot resume.  :func:`atomic_copy`
-copies to a temporary file in the same directory and renames it over the target, so the target
+writes a temporary file in the same directory and renames it over the target, so the target
 is always either the old or the new checkpoint.
 """
 
@@ -23,8 +23,6 @@ import argparse
 import functools
 import os
 import pickle
-import shutil
-import tempfile
 
 import torch
 
@@ -70,28 +68,21 @@ def _wrap_loader(load_fn):
 
 
 def atomic_copy(src_path: str, dst_path: str, overwrite: bool = False) -> bool:
-    """Copy ``src_path`` to ``dst_path`` so that ``dst_path`` is never seen half-written.
-
-    The bytes go to a temporary file beside ``dst_path`` which is then renamed over it
-    (``os.replace``, atomic on POSIX).  Returns True, like fairseq's ``PathManager.copy``.
+    """Copy ``src_path`` to ``dst_path`` so that ``dst_path`` is never seen half-written:
+    :func:`~fairseq_entropy.scan.datafiles.atomic_write_bytes` of the source's bytes (a
+    temporary file beside ``dst_path``, renamed over it; the permissions of a plainly created
+    file).  Returns True, like fairseq's ``PathManager.copy``.
 
     Raises:
         FileExistsError: ``dst_path`` exists and ``overwrite`` is False.
         OSError: the copy failed; ``dst_path`` is unchanged and no temporary file is left.
     """
+    from .scan.datafiles import atomic_write_bytes
+
     if not overwrite and os.path.exists(dst_path):
         raise FileExistsError(f"{dst_path} exists. Fix: pass overwrite=True or remove it")
-    directory = os.path.dirname(os.path.abspath(dst_path))
-    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(dst_path) + ".", suffix=".tmp",
-                               dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as out, open(src_path, "rb") as src:
-            shutil.copyfileobj(src, out, 1 << 20)
-        os.replace(tmp, dst_path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with open(src_path, "rb") as src:
+        atomic_write_bytes(dst_path, src.read())
     return True
 
 

@@ -47,17 +47,30 @@ def test_checkpoint_with_other_globals_is_refused(tmp_path):
 
 def test_checkpoint_copies_are_atomic(tmp_path, monkeypatch):
     """A copy that dies halfway (as under SIGTERM) leaves the old checkpoint_last.pt intact."""
-    import shutil
+    import os
 
     best, last = tmp_path / "checkpoint_best.pt", tmp_path / "checkpoint_last.pt"
     best.write_bytes(b"N" * 3_000_000)
     last.write_bytes(b"old checkpoint")
+    real_fdopen = os.fdopen
 
-    def dies_halfway(src, dst, length=0):
-        dst.write(src.read(1000))
-        raise KeyboardInterrupt  # what the signal handler raises in the training process
+    class DiesHalfway:
+        """The temporary file, killed after its first 1000 bytes."""
 
-    monkeypatch.setattr(shutil, "copyfileobj", dies_halfway)
+        def __init__(self, fd, mode):
+            self.f = real_fdopen(fd, mode)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+        def write(self, data):
+            self.f.write(data[:1000])
+            raise KeyboardInterrupt  # what the signal handler raises in the training process
+
+    monkeypatch.setattr(os, "fdopen", DiesHalfway)
     with pytest.raises(KeyboardInterrupt):
         checkpoint_utils.PathManager.copy(str(best), str(last), overwrite=True)
     assert last.read_bytes() == b"old checkpoint"
