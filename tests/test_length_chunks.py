@@ -61,11 +61,12 @@ def test_chunked_step_gives_the_batch_loss_and_gradient(arch):
     whole = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
     model.zero_grad()
 
-    task = SimpleNamespace(cfg=SimpleNamespace(length_chunks=3, left_pad_source=True),
-                           tgt_dict=d)
+    task = SystematicityTask.__new__(SystematicityTask)   # only what the step reads
+    task.cfg = SimpleNamespace(length_chunks=3, left_pad_source=True)
+    task.tgt_dict = d
     optimizer = SimpleNamespace(backward=lambda loss: loss.backward())
-    c_loss, c_size, c_log = SystematicityTask._chunked_train_step(
-        task, sample, model, criterion, optimizer, update_num=0)
+    c_loss, c_size, c_log = task._chunked_train_step(sample, model, criterion, optimizer,
+                                                     update_num=0)
     assert c_size == size == sample["ntokens"]
     assert float(c_loss) == pytest.approx(float(loss.detach()), rel=1e-5)
     assert c_log["ntokens"] == log["ntokens"] and c_log["nsentences"] == log["nsentences"]

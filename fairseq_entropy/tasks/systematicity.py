@@ -30,7 +30,6 @@ import torch
 from fairseq import utils
 from fairseq.data import BaseWrapperDataset, data_utils
 from fairseq.logging import metrics
-from fairseq.optim.amp_optimizer import AMPOptimizer
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 from omegaconf import II, OmegaConf, open_dict
@@ -468,18 +467,11 @@ class SystematicityTask(TranslationTask):
         """fairseq's ``train_step`` on each part of :func:`split_by_length`, the gradients
         accumulated: returns the summed loss, sample size and logging outputs, which fairseq
         then treats as those of the whole batch (it divides the gradient by the sample size)."""
-        model.train()
-        model.set_num_updates(update_num)
         total_loss, total_size, logs = 0.0, 0, {}
         for part in split_by_length(sample, self.cfg.length_chunks, self.tgt_dict.pad(),
                                     self.cfg.left_pad_source):
-            with torch.autograd.profiler.record_function("forward"), torch.autocast(
-                    "cuda", enabled=isinstance(optimizer, AMPOptimizer)):
-                loss, sample_size, log = criterion(model, part)
-            if ignore_grad:
-                loss *= 0
-            with torch.autograd.profiler.record_function("backward"):
-                optimizer.backward(loss)
+            loss, sample_size, log = super().train_step(part, model, criterion, optimizer,
+                                                        update_num, ignore_grad)
             total_loss = total_loss + loss.detach()
             total_size += sample_size
             for key, value in log.items():
