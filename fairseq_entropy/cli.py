@@ -541,31 +541,10 @@ def cmd_aggregate(args) -> None:
     for (exp, preset, n_train, ckpt), rho in sorted(res["spearman"].items(), key=str):
         print(f"Spearman(entropy, accuracy) {exp} {preset} N={n_train} {ckpt}: "
               f"{'n/a' if rho is None else f'{rho:.3f}'}")
-    for line in agreement_lines(res["summary"]):
+    for line in res["agreement"]:
         print(line)
     print(f"results: {res['results']}\nsummary: {res['summary']}\nplot:    {res['plot']}")
     print(f"report:  {res['report']}")
-
-
-def agreement_lines(summary_tsv) -> list:
-    """One line per curve of ``summary.tsv``: how many of its levels agree with the paper
-    (|ours - paper mean| <= max(2 paper std, 0.10)) and which do not."""
-    import csv
-
-    curves: dict = {}
-    with open(summary_tsv, newline="") as f:
-        for row in csv.DictReader(f, delimiter="\t"):
-            if row["agree"] in ("yes", "no"):
-                key = (row["experiment"], row["preset"], row["n_train"], row["checkpoint"])
-                curves.setdefault(key, []).append(row)
-    lines = []
-    for (exp, preset, n_train, ckpt), rows in sorted(curves.items()):
-        out = [f"{r['level']} ({float(r['mean']):.3f} vs {float(r['paper_mean']):.3f})"
-               for r in rows if r["agree"] == "no"]
-        lines.append(f"agreement with the paper {exp} {preset} N={n_train} {ckpt}: "
-                     f"{len(rows) - len(out)}/{len(rows)} levels inside max(2 std, 0.10)"
-                     + (f"; outside: {', '.join(out)}" if out else ""))
-    return lines
 
 
 def cmd_train_args(args) -> None:

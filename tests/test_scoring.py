@@ -404,15 +404,16 @@ def test_missing_source_line_is_an_error(tmp_path):
         read_generate_output(p)
 
 
-def test_agreement_lines_count_levels_inside_the_band(tmp_path):
-    from fairseq_entropy.cli import agreement_lines
+def test_agreement_lines_count_levels_inside_the_band():
+    from fairseq_entropy.analysis.report import agreement_lines
 
-    head = "experiment\tpreset\tn_train\tcheckpoint\tlevel\tmean\tpaper_mean\tagree\n"
-    rows = ["exp1\tp\t6000\tlast\tentropy_0.0\t0.01\t0.0\tyes",
-            "exp1\tp\t6000\tlast\tentropy_1.5\t0.143\t0.3224\tno",
-            "exp1\tp\t6000\tlast\tentropy_3.0\t0.97\t0.985\tyes",
-            "exp1\tp\t10\tlast\tentropy_3.0\t0.75\t\t"]          # no paper value
-    (tmp_path / "summary.tsv").write_text(head + "\n".join(rows) + "\n")
-    assert agreement_lines(tmp_path / "summary.tsv") == [
+    keys = ("experiment", "preset", "n_train", "checkpoint", "level", "mean", "paper_mean",
+            "agree")
+    cells = [dict(zip(keys, row)) for row in (
+        ("exp1", "p", 6000, "last", "entropy_0.0", 0.01, 0.0, "yes"),
+        ("exp1", "p", 6000, "last", "entropy_1.5", 0.143, 0.3224, "no"),
+        ("exp1", "p", 6000, "last", "entropy_3.0", 0.97, 0.985, "yes"),
+        ("exp1", "p", 10, "last", "entropy_3.0", 0.75, None, ""))]          # no paper value
+    assert agreement_lines(cells) == [
         "agreement with the paper exp1 p N=6000 last: 2/3 levels inside max(2 std, 0.10); "
         "outside: entropy_1.5 (0.143 vs 0.322)"]

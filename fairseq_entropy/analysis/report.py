@@ -21,7 +21,7 @@ import io
 import math
 import os
 from pathlib import Path
-from typing import Callable, Dict, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 from ..scan.datafiles import atomic_write_text
 from . import statistics as st
@@ -163,7 +163,8 @@ def write_report(rows: Sequence[dict], out_dir: str | os.PathLike,
         command: the command that produced the report (quoted in ``report.md``).
 
     Returns:
-        ``{"summary", "curves", "report", "figures": [...]}`` paths.
+        ``{"summary", "curves", "report", "figures": [...]}`` paths, and ``"agreement"``:
+        :func:`agreement_lines` of the cells.
     """
     if paper_rows is None:
         from .scoring import paper_results
@@ -235,4 +236,24 @@ def write_report(rows: Sequence[dict], out_dir: str | os.PathLike,
          "95% CI", "paper mean", "paper std", "ours - paper", "tolerance", "agree", "note")))
     atomic_write_text(out / "report.md", "\n".join(md))
     paths["report"] = out / "report.md"
+    paths["agreement"] = agreement_lines(cells)
     return paths  # type: ignore[return-value]
+
+
+def agreement_lines(cells: Sequence[dict]) -> List[str]:
+    """One line per curve (experiment, preset, N, checkpoint) of the agreement-table ``cells``
+    (``summary.tsv`` rows): how many of its levels agree with the paper (|ours - paper mean|
+    <= max(2 paper std, 0.10)) and which do not; cells without a paper value are left out."""
+    curves: Dict[tuple, List[dict]] = {}
+    for c in cells:
+        if c["agree"] in ("yes", "no"):
+            key = (c["experiment"], c["preset"], c["n_train"], c["checkpoint"])
+            curves.setdefault(key, []).append(c)
+    lines = []
+    for (exp, preset, n_train, ckpt), rows in sorted(curves.items(), key=str):
+        out = [f"{r['level']} ({float(r['mean']):.3f} vs {float(r['paper_mean']):.3f})"
+               for r in rows if r["agree"] == "no"]
+        lines.append(f"agreement with the paper {exp} {preset} N={n_train} {ckpt}: "
+                     f"{len(rows) - len(out)}/{len(rows)} levels inside max(2 std, 0.10)"
+                     + (f"; outside: {', '.join(out)}" if out else ""))
+    return lines

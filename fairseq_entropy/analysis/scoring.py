@@ -631,5 +631,6 @@ def aggregate(roots: Sequence[str | os.PathLike], out_dir: str | os.PathLike) ->
                           paper_model=lambda name: paper_of_preset.get(name, name))
     png = plot(summary, out / "accuracy_vs_entropy.png")
     return {"results": out / "results.tsv", "summary": report["summary"], "plot": png,
-            "report": report["report"], "table": format_table(summary),
+            "report": report["report"], "agreement": report["agreement"],
+            "table": format_table(summary),
             "spearman": spearman(summary)}
