@@ -100,13 +100,17 @@ def dictionary_words(grammar: Grammar) -> List[str]:
     return grammar.command_words + grammar.action_words
 
 
-def write_dictionary(path: str | os.PathLike, grammar: Grammar) -> Path:
-    """Write a fairseq ``dict.txt`` (``<word> <count>`` lines) of :func:`dictionary_words`.
+def write_dictionary(path: str | os.PathLike, grammar: Optional[Grammar] = None,
+                     words: Optional[Sequence[str]] = None) -> Path:
+    """Write a fairseq ``dict.txt`` (``<word> <count>`` lines) of ``words``, by default the
+    grammar's :func:`dictionary_words`.
 
     Counts are 1: the dictionary is fixed, not learned from the data.
     """
     path = Path(path)
-    path.write_text("".join(f"{w} 1\n" for w in dictionary_words(grammar)))
+    if words is None:
+        words = dictionary_words(grammar)
+    path.write_text("".join(f"{w} 1\n" for w in words), encoding="utf-8")
     return path
 
 
@@ -275,10 +279,13 @@ def binarize_level(level_dir: str | os.PathLike, dest: str | os.PathLike, gramma
             raise BinarizeError(f"{level_dir / s}.{SOURCE_LANG} is empty; fairseq cannot train "
                                 "on, validate with or decode an empty split. Fix: rebuild the "
                                 "level with more commands (a larger --n or --valid-fraction)")
+    manifest_path = level_dir / "manifest.json"
     with atomic_directory(dest) as tmp:
         if spm_model is None:
             dict_path = write_dictionary(tmp / "dict.txt", grammar)
             run_preprocess(level_dir, tmp, dict_path, splits, workers)
+            if manifest_path.exists():
+                shutil.copyfile(manifest_path, tmp / "manifest.json")
         else:
             pieces = tmp / "pieces"
             pieces.mkdir()
@@ -286,30 +293,21 @@ def binarize_level(level_dir: str | os.PathLike, dest: str | os.PathLike, gramma
                 for side in (SOURCE_LANG, TARGET_LANG):
                     encode_sentencepiece(spm_model, level_dir / f"{split}.{side}",
                                          pieces / f"{split}.{side}")
-            dict_path = tmp / "dict.txt"
-            dict_path.write_text("".join(f"{w} 1\n" for w in sentencepiece_words(spm_model)),
-                                 encoding="utf-8")
+            words = sentencepiece_words(spm_model)
+            dict_path = write_dictionary(tmp / "dict.txt", words=words)
             run_preprocess(pieces, tmp, dict_path, splits, workers)
             shutil.rmtree(pieces)
             (tmp / SPM_MODEL).write_bytes(spm_model)
-        os.unlink(dict_path)
-        manifest = None
-        if spm_model is not None and (level_dir / "manifest.json").exists():
             try:
-                manifest = read_json(level_dir / "manifest.json")
+                manifest = read_json(manifest_path) if manifest_path.exists() else {}
             except DataFormatError as e:
                 raise BinarizeError(str(e)) from None
-        if spm_model is not None:
-            manifest = dict(manifest or {})
             manifest["subword"] = {
-                "tokenizer": "sentencepiece", "model": SPM_MODEL,
-                "vocab_size": len(sentencepiece_words(spm_model)) + 1,
+                "tokenizer": "sentencepiece", "model": SPM_MODEL, "vocab_size": len(words) + 1,
                 "model_sha256": hashlib.sha256(spm_model).hexdigest(),
                 "decode": "fairseq-generate --post-process sentencepiece"}
-        if spm_model is not None:
             (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
-        elif (level_dir / "manifest.json").exists():
-            shutil.copyfile(level_dir / "manifest.json", tmp / "manifest.json")
+        os.unlink(dict_path)
     return dest
 
 
