@@ -156,3 +156,28 @@ def assert_incremental_equals_full(model, d, steps, atol):
     assert torch.equal(inc_tokens, full_tokens)
     assert torch.allclose(inc_logits, full_logits, atol=atol)
     return net, inc_tokens, inc_logits
+
+
+def assert_batch_equals_alone(model, d, steps, atol, left_pad_source=True,
+                              teacher_forced=False):
+    """Greedy decoding of the padded :func:`make_sample` batch gives every sentence the
+    tokens, and the logits within ``atol``, it gets when decoded alone; with
+    ``teacher_forced`` also the full (teacher-forced) forward's logits. Puts ``model`` in
+    eval mode."""
+    import torch
+
+    model.eval()
+    batch = make_sample(d, left_pad_source=left_pad_source)
+    with torch.no_grad():
+        batch_tokens, batch_logits = greedy(model, batch["net_input"]["src_tokens"],
+                                            batch["net_input"]["src_lengths"], steps, d.eos())
+        batch_tf = model(**batch["net_input"])[0] if teacher_forced else None
+        for row, i in enumerate(batch["id"].tolist()):
+            alone = make_sample(d, [PAIRS[i]])["net_input"]
+            tokens, logits = greedy(model, alone["src_tokens"], alone["src_lengths"], steps,
+                                    d.eos())
+            assert torch.equal(tokens[0], batch_tokens[row])
+            assert torch.allclose(logits[0], batch_logits[row], atol=atol)
+            if teacher_forced:
+                tf, _ = model(**alone)
+                assert torch.allclose(tf[0], batch_tf[row, :tf.size(1)], atol=atol)

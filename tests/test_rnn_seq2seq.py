@@ -11,7 +11,8 @@ from fairseq.sequence_generator import SequenceGenerator
 import fairseq_entropy  # noqa: F401  (registers the archs)
 from fairseq_entropy.models.rnn_seq2seq import RNNSeq2SeqModel, rotate_padding
 
-from _toy import (PAIRS, FakeTask, assert_incremental_equals_full,  # noqa: E402
+from _toy import (PAIRS, FakeTask, assert_batch_equals_alone,  # noqa: E402
+                  assert_incremental_equals_full,
                   greedy, losses_before_and_after, make_dictionary, make_sample,
                   train_and_generate)
 
@@ -115,20 +116,8 @@ def test_sequence_generator_beam1_matches_greedy_and_beam_reorders():
 @pytest.mark.parametrize("left_pad_source", [True, False])
 def test_padded_batch_equals_each_sentence_alone(cell, left_pad_source):
     model, d = build(cell=cell, encoder_hidden_size=16)
-    model.eval()
-    batch = make_sample(d, left_pad_source=left_pad_source)
-    with torch.no_grad():
-        batch_tokens, batch_logits = greedy(model, batch["net_input"]["src_tokens"],
-                                            batch["net_input"]["src_lengths"], 8, d.eos())
-        batch_tf, _ = model(**batch["net_input"])
-        for row, i in enumerate(batch["id"].tolist()):
-            alone = make_sample(d, [PAIRS[i]])["net_input"]
-            tokens, logits = greedy(model, alone["src_tokens"], alone["src_lengths"], 8, d.eos())
-            assert torch.equal(tokens[0], batch_tokens[row])
-            assert torch.allclose(logits[0], batch_logits[row], atol=1e-5)
-            tf, _ = model(**alone)
-            n = tf.size(1)
-            assert torch.allclose(tf[0], batch_tf[row, :n], atol=1e-5)
+    assert_batch_equals_alone(model, d, 8, atol=1e-5, left_pad_source=left_pad_source,
+                              teacher_forced=True)
 
 
 @pytest.mark.slow

@@ -13,8 +13,9 @@ from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
 import fairseq_entropy.models.scan_cnn  # noqa: F401  (registers the model)
 from fairseq_entropy.models.scan_cnn import EmbeddingAttention
 
-from _toy import (PAIRS, FakeTask, assert_incremental_equals_full,  # noqa: E402
-                  greedy, losses_before_and_after, make_dictionary, make_sample,
+from _toy import (PAIRS, FakeTask, assert_batch_equals_alone,  # noqa: E402
+                  assert_incremental_equals_full,
+                  losses_before_and_after, make_dictionary, make_sample,
                   train_and_generate)
 
 
@@ -184,17 +185,9 @@ def test_incremental_state_follows_a_reordered_batch():
 @pytest.mark.parametrize("left_pad_source", [True, False])
 def test_padded_batch_equals_each_sentence_alone(left_pad_source):
     model, d, _ = build()
-    model.eval()
     batch = make_sample(d, left_pad_source=left_pad_source)
     assert batch["net_input"]["src_tokens"].eq(d.pad()).any()  # the batch is really padded
-    with torch.no_grad():
-        batch_tokens, batch_logits = greedy(model, batch["net_input"]["src_tokens"],
-                                            batch["net_input"]["src_lengths"], 8, d.eos())
-        for row, i in enumerate(batch["id"].tolist()):
-            alone = make_sample(d, [PAIRS[i]])["net_input"]
-            tokens, logits = greedy(model, alone["src_tokens"], alone["src_lengths"], 8, d.eos())
-            assert torch.equal(tokens[0], batch_tokens[row])
-            assert torch.allclose(logits[0], batch_logits[row], atol=1e-5)
+    assert_batch_equals_alone(model, d, 8, atol=1e-5, left_pad_source=left_pad_source)
 
 
 @pytest.mark.slow
