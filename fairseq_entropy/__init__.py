@@ -38,7 +38,7 @@ def register() -> None:
     from . import checkpoint
 
     checkpoint.install()  # allow-list the checkpoint globals before any checkpoint is read
-    from . import criterions, models, tasks  # noqa: F401
+    from . import criterions, models, optim, tasks  # noqa: F401
 
 
 def _started_as_cli() -> bool:

@@ -6,7 +6,10 @@
 #
 # Environment: SEED (default 1), EPOCHS / MAX_UPDATE (override the preset's schedule, e.g. for
 # a CPU-sized run), DEVICE (cpu|gpu, default: gpu when torch sees one), GEN_BATCH (default 512),
-# SCORE_BEST (default 1; 0 decodes and scores only the last checkpoint).
+# VALID_BATCH (sentences per validation batch, default 512: the greedy seq_acc decoding runs
+# the decoder once per output position and batch, so the whole validation set at once is
+# several times faster than the training batch size; the models' outputs do not depend on
+# the batch), SCORE_BEST (default 1; 0 decodes and scores only the last checkpoint).
 # A run whose RUN_DIR/last/score.json exists is skipped; a cut-off run resumes from its
 # checkpoint_last.pt.  The run holds RUN_DIR/.lock (host and PID) while it works: a second
 # launch on the same RUN_DIR exits with status 75 without touching it, a lock left by a dead
@@ -18,7 +21,7 @@ if [ $# -lt 3 ] || [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then
   echo "usage: $0 PRESET LEVEL_DATABIN RUN_DIR [extra fairseq-train args...]" >&2
   echo "  e.g. $0 exp1_transformer_sinusoidal data-bin/exp1/entropy_3.0 runs/exp1/seed1/entropy_3.0" >&2
   echo "  PRESET: a preset name of recipes/presets.json (the README lists them)" >&2
-  echo "  environment: SEED EPOCHS MAX_UPDATE DEVICE GEN_BATCH SCORE_BEST" >&2
+  echo "  environment: SEED EPOCHS MAX_UPDATE DEVICE GEN_BATCH VALID_BATCH SCORE_BEST" >&2
   exit 2
 fi
 preset=$1 data=$2 run=$3; shift 3
@@ -61,7 +64,7 @@ else
   fairseq-train "$data" --user-dir "$user_dir" "${train_args[@]}" "${device_args[@]}" \
     --seed "$seed" --save-dir "$run/checkpoints" --tensorboard-logdir "$run/tensorboard" \
     --no-epoch-checkpoints --num-workers 0 --log-format simple --log-interval 100 \
-    --required-batch-size-multiple 1 \
+    --required-batch-size-multiple 1 --batch-size-valid "${VALID_BATCH:-512}" \
     --eval-seq-acc --eval-seq-acc-max-len-b "$max_len" \
     --best-checkpoint-metric seq_acc --maximize-best-checkpoint-metric \
     "$@" 2>&1 | tee -a "$run/train.log" | grep --line-buffered -E "valid on|progress: |done training|Error" \

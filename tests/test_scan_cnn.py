@@ -179,7 +179,11 @@ def test_incremental_state_follows_a_reordered_batch():
         step, _ = model.decoder(tokens[order], model.encoder.reorder_encoder_out(enc, order),
                                 incremental_state=state)
         full, _ = model.decoder(tokens, encoder_out=enc)
-    assert torch.allclose(step[:, -1], full[order, -1], atol=1e-5)
+    # the teacher-forced pass computes real tokens only (zeros at padding)
+    real = tokens[order, -1].ne(d.pad())
+    assert 0 < int(real.sum()) < len(order)
+    assert torch.allclose(step[real, -1], full[order, -1][real], atol=1e-5)
+    assert full[order, -1][~real].eq(0).all()
 
 
 @pytest.mark.parametrize("left_pad_source", [True, False])
@@ -187,7 +191,9 @@ def test_padded_batch_equals_each_sentence_alone(left_pad_source):
     model, d, _ = build()
     batch = make_sample(d, left_pad_source=left_pad_source)
     assert batch["net_input"]["src_tokens"].eq(d.pad()).any()  # the batch is really padded
-    assert_batch_equals_alone(model, d, 8, atol=1e-5, left_pad_source=left_pad_source)
+    # teacher_forced: the full pass, which computes the real target tokens only, too
+    assert_batch_equals_alone(model, d, 8, atol=1e-5, left_pad_source=left_pad_source,
+                              teacher_forced=True)
 
 
 @pytest.mark.slow

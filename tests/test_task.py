@@ -77,3 +77,23 @@ def test_batch_pool_cuts_padding_and_keeps_the_number_of_batches():
     assert n_plain == n_pooled == 25
     real = int(base.tgt_sizes.sum())
     assert real <= p_pooled < p_plain
+
+
+def test_cpu_seeding_draws_what_torch_manual_seed_draws_and_restores_as_a_context():
+    from fairseq import utils
+
+    from fairseq_entropy.tasks.systematicity import install_cpu_seeding
+
+    if not install_cpu_seeding():
+        import pytest
+        pytest.skip("this host has CUDA: fairseq's own seeding is kept")
+    assert utils.set_torch_seed.__name__ == "_CpuTorchSeed"
+    torch.manual_seed(7)
+    expected = torch.rand(5)
+    torch.manual_seed(123)
+    utils.set_torch_seed(7)          # fairseq's Trainer reseeds like this before every update
+    assert torch.equal(torch.rand(5), expected)
+    before = torch.get_rng_state()
+    with utils.set_torch_seed(7):
+        assert torch.equal(torch.rand(5), expected)
+    assert torch.equal(torch.get_rng_state(), before)

@@ -52,6 +52,14 @@ from ..modules.positions import AbsolutePositions, token_positions
 SQRT_HALF = math.sqrt(0.5)
 
 
+def _unpack(x: Tensor, rows: Tensor, shape) -> Tensor:
+    """Scatter the rows ``x [n, D]`` of the real tokens back to a zero-padded ``[B, T, D]``
+    (``rows [n]``: their indices in the flattened ``[B * T]`` batch; ``shape``: (B, T))."""
+    bsz, length = shape
+    out = x.new_zeros(bsz * length, x.size(-1)).index_copy(0, rows, x)
+    return out.view(bsz, length, -1)
+
+
 @dataclass
 class ScanCNNConfig(FairseqDataclass):
     """Options of :class:`ScanCNNModel`."""
@@ -132,6 +140,15 @@ class GatedConvLayer(nn.Module):
         cols = window.unfold(1, self.kernel_size, 1)  # [B, T, H, k], the Conv1d weight's order
         cols = cols.reshape(bsz, length - self.kernel_size + 1, dim * self.kernel_size)
         out = F.linear(cols, self.conv.weight.reshape(self.conv.out_channels, -1), self.conv.bias)
+        return F.glu(out, dim=-1)
+
+    def gate_rows(self, windows: Tensor) -> Tensor:
+        """GLU of the convolution over gathered windows ``[n, k, H]`` (slot j: the input k-1-j
+        positions before the current one, oldest first, as the causal Conv1d weight reads
+        them) -> ``[n, H]``; same weights as :meth:`gate`."""
+        n, width, dim = windows.shape
+        weight = self.conv.weight.permute(0, 2, 1).reshape(self.conv.out_channels, -1)
+        out = F.linear(windows.reshape(n, width * dim), weight, self.conv.bias)
         return F.glu(out, dim=-1)
 
     def residual(self, r: Tensor) -> Tensor:
@@ -240,49 +257,99 @@ class ScanCNNDecoder(FairseqIncrementalDecoder):
 
     def forward(self, prev_output_tokens: Tensor, encoder_out=None, incremental_state=None,
                 features_only: bool = False, **kwargs):
-        x, attn = self.extract_features(prev_output_tokens, encoder_out, incremental_state)
+        if incremental_state is not None:
+            x, attn = self._step(prev_output_tokens, encoder_out, incremental_state)
+            return (x if features_only else self.output_layer(x)), {"attn": [attn]}
+        rows, x, attn = self._packed_features(prev_output_tokens, encoder_out)
         if not features_only:
             x = self.output_layer(x)
-        return x, {"attn": [attn]}
+        return _unpack(x, rows, prev_output_tokens.shape), {"attn": [attn]}
 
     def extract_features(self, prev_output_tokens: Tensor, encoder_out=None,
                          incremental_state=None, **kwargs) -> Tuple[Tensor, Tensor]:
-        """Decoder features ``[B, T, H]`` (before the classifier's dropout) and the attention
-        weights averaged over layers ``[B, T, S]``."""
-        pos = token_positions(prev_output_tokens, self.padding_idx)
-        tokens = prev_output_tokens
+        """Decoder features ``[B, T, H]`` (before the classifier's dropout; zero at padding) and
+        the attention weights averaged over layers ``[B, T, S]``."""
         if incremental_state is not None:
-            tokens, pos = tokens[:, -1:], pos[:, -1:]
-        target_embed = self.dropout(self.embed_tokens(tokens) + self.positions(pos))
+            return self._step(prev_output_tokens, encoder_out, incremental_state)
+        rows, x, attn = self._packed_features(prev_output_tokens, encoder_out)
+        return _unpack(x, rows, prev_output_tokens.shape), attn
+
+    @staticmethod
+    def _source(encoder_out) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+        """Attention keys and values ``[B, S, H]``, source padding mask ``[B, S]`` and the
+        context scale sqrt(|source|) ``[B, 1, 1]`` from the encoder's output."""
         keys = encoder_out["encoder_out"][0]
-        values = encoder_out["encoder_values"][0]
         src_pad = encoder_out["encoder_padding_mask"][0]
         scale = (~src_pad).sum(dim=1).type_as(keys).sqrt().view(-1, 1, 1)
+        return keys, encoder_out["encoder_values"][0], src_pad, scale
 
-        buffers = None
-        if incremental_state is not None:
-            buffers = self.get_incremental_state(incremental_state, "conv_inputs")
-            if buffers is None:
-                buffers = {}
+    def _packed_features(self, prev_output_tokens: Tensor, encoder_out
+                         ) -> Tuple[Tensor, Tensor, Tensor]:
+        """The teacher-forced pass over every position, computed on the real tokens only.
+
+        The batch's n real target tokens are stacked into ``[n, H]`` rows (sentence by
+        sentence, in order), so padding costs no convolution, projection, dropout or
+        classifier work; each causal window gathers the k-1 previous rows of its own sentence
+        (zeros before the sentence's first token), which is the padded computation without the
+        padded positions.  Only the attention, whose keys differ per sentence, runs on the
+        padded ``[B, T, H]`` layout.
+
+        Returns ``rows [n]`` (indices of the real tokens in the flattened ``[B * T]`` batch),
+        features ``[n, H]`` and the attention weights averaged over layers ``[B, T, S]``.
+        """
+        bsz, tgt_len = prev_output_tokens.shape
+        real = prev_output_tokens.ne(self.padding_idx)
+        pos = token_positions(prev_output_tokens, self.padding_idx)
+        rows = real.reshape(-1).nonzero().squeeze(1)
+        tokens = prev_output_tokens.reshape(-1).index_select(0, rows)
+        rank = pos.reshape(-1).index_select(0, rows)
+        # window slot j of row r reads row r - (k-1) + j of the same sentence, or the zero row
+        # (index 0 of the [1 + n, H] table below) before the sentence's first token
+        back = torch.arange(self.kernel_size - 1, -1, -1, device=rows.device)
+        arange = torch.arange(rows.numel(), device=rows.device).unsqueeze(1)
+        windows = torch.where(rank.unsqueeze(1) >= back, arange - back + 1, 0)
+
+        keys, values, src_pad, scale = self._source(encoder_out)
+        target_embed = self.dropout(self.embed_tokens(tokens) + self.positions(rank))
+        h = self.in_proj(target_embed)
+        padded_embed = _unpack(target_embed, rows, (bsz, tgt_len))
+        attn_sum = None
+        for layer, attention in zip(self.layers, self.attention):
+            residual = layer.residual(h)
+            conv_in = layer.dropout(h)
+            table = torch.cat([conv_in.new_zeros(1, conv_in.size(1)), conv_in])
+            a = layer.gate_rows(table[windows])
+            mixed, weights = attention(_unpack(a, rows, (bsz, tgt_len)), padded_embed, keys,
+                                       values, src_pad, scale)
+            a = mixed.view(bsz * tgt_len, -1).index_select(0, rows)
+            h = (a + residual) * SQRT_HALF
+            attn_sum = weights if attn_sum is None else attn_sum + weights
+        return rows, self.out_proj(h), attn_sum / len(self.layers)
+
+    def _step(self, prev_output_tokens: Tensor, encoder_out, incremental_state
+              ) -> Tuple[Tensor, Tensor]:
+        """One incremental step: features ``[B, 1, H]`` and attention ``[B, 1, S]`` of the last
+        position; each layer keeps the inputs of its k-1 previous positions."""
+        pos = token_positions(prev_output_tokens, self.padding_idx)[:, -1:]
+        target_embed = self.dropout(self.embed_tokens(prev_output_tokens[:, -1:])
+                                    + self.positions(pos))
+        keys, values, src_pad, scale = self._source(encoder_out)
+        buffers = self.get_incremental_state(incremental_state, "conv_inputs") or {}
         h = self.in_proj(target_embed)
         attn_sum = None
         for i, (layer, attention) in enumerate(zip(self.layers, self.attention)):
             residual = layer.residual(h)
             conv_in = layer.dropout(h)
-            if buffers is None:
-                window = layer.pad(conv_in)
-            else:
-                previous = buffers.get(str(i))
-                if previous is None:
-                    previous = conv_in.new_zeros(conv_in.size(0), self.kernel_size - 1,
-                                                 conv_in.size(2))
-                window = torch.cat([previous, conv_in], dim=1)
-                buffers[str(i)] = window[:, 1:]
+            previous = buffers.get(str(i))
+            if previous is None:
+                previous = conv_in.new_zeros(conv_in.size(0), self.kernel_size - 1,
+                                             conv_in.size(2))
+            window = torch.cat([previous, conv_in], dim=1)
+            buffers[str(i)] = window[:, 1:]
             a, weights = attention(layer.gate(window), target_embed, keys, values, src_pad, scale)
             h = (a + residual) * SQRT_HALF
             attn_sum = weights if attn_sum is None else attn_sum + weights
-        if buffers is not None:
-            self.set_incremental_state(incremental_state, "conv_inputs", buffers)
+        self.set_incremental_state(incremental_state, "conv_inputs", buffers)
         return self.out_proj(h), attn_sum / len(self.layers)
 
     def output_layer(self, features: Tensor) -> Tensor:

@@ -1,0 +1,52 @@
+"""Tests of ``--optimizer adamw`` (torch.optim.AdamW as a fairseq optimizer)."""
+
+import math
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+import fairseq_entropy.optim  # noqa: F401  (registers the optimizer)
+from fairseq_entropy.optim.adamw import TorchAdamW, TorchAdamWConfig, parse_betas
+
+
+def make(params, **overrides):
+    cfg = OmegaConf.structured(TorchAdamWConfig(lr=[0.1], **overrides))
+    return TorchAdamW(cfg, params)
+
+
+def test_two_steps_match_adamw_computed_by_hand():
+    lr, wd, (b1, b2), eps = 0.1, 0.01, (0.9, 0.98), 1e-8
+    w = torch.nn.Parameter(torch.tensor([1.0, -2.0]))
+    opt = make([w], adam_betas="(0.9,0.98)", weight_decay=wd)
+    grads = [torch.tensor([0.5, -1.0]), torch.tensor([0.25, 3.0])]
+    expected, m, v = [1.0, -2.0], [0.0, 0.0], [0.0, 0.0]
+    for t, g in enumerate(grads, start=1):
+        w.grad = g.clone()
+        opt.step()
+        for i in range(2):
+            m[i] = b1 * m[i] + (1 - b1) * g[i].item()
+            v[i] = b2 * v[i] + (1 - b2) * g[i].item() ** 2
+            m_hat, v_hat = m[i] / (1 - b1 ** t), v[i] / (1 - b2 ** t)
+            expected[i] = expected[i] * (1 - lr * wd) - lr * m_hat / (math.sqrt(v_hat) + eps)
+    assert w.detach().tolist() == pytest.approx(expected, rel=1e-6)
+    # after step 1 each weight moved by lr (|m_hat / sqrt(v_hat)| = 1) plus the decay
+    assert opt.optimizer_config == {"lr": 0.1, "betas": (0.9, 0.98), "eps": 1e-8,
+                                    "weight_decay": 0.01}
+
+
+def test_registered_with_fairseq_and_chosen_by_presets():
+    from fairseq.optim import OPTIMIZER_REGISTRY
+
+    from fairseq_entropy.experiments.presets import load_presets
+    assert OPTIMIZER_REGISTRY["adamw"] is TorchAdamW
+    presets = load_presets()
+    for name in ("exp1_cnn_authors", "exp1_transformer_sinusoidal", "exp1_rnn_h64"):
+        args = presets[name]["optimizer_args"]
+        assert args[args.index("--optimizer") + 1] == "adamw"
+
+
+@pytest.mark.parametrize("bad", ["(0.9,)", "(0.9, 1.0)", "(0.9, 'x')", "0.9"])
+def test_bad_betas_are_refused_with_an_example(bad):
+    with pytest.raises(ValueError, match=r"--adam-betas .*e\.g\."):
+        parse_betas(bad)
