@@ -50,3 +50,31 @@ def test_registered_with_fairseq_and_chosen_by_presets():
 def test_bad_betas_are_refused_with_an_example(bad):
     with pytest.raises(ValueError, match=r"--adam-betas .*e\.g\."):
         parse_betas(bad)
+
+
+@pytest.mark.parametrize("max_norm", [0.0, 0.5, 100.0])
+def test_clipping_and_scaling_equal_fairseqs_per_tensor_loops(max_norm):
+    from fairseq import utils
+
+    gen = torch.Generator().manual_seed(0)
+    shapes = [(3, 4), (4,), (2, 2, 2)]
+    ours = [torch.nn.Parameter(torch.zeros(s)) for s in shapes]
+    ref = [torch.nn.Parameter(torch.zeros(s)) for s in shapes]
+    for a, b in zip(ours, ref):
+        a.grad = torch.randn(a.shape, generator=gen)
+        b.grad = a.grad.clone()
+    opt = make(ours)
+    opt.multiply_grads(torch.tensor(0.25))
+    for b in ref:
+        b.grad.mul_(0.25)
+    norm = opt.clip_grad_norm(max_norm)
+    ref_norm = utils.clip_grad_norm_(ref, max_norm)
+    assert norm.item() == pytest.approx(ref_norm.item(), rel=1e-6)
+    hand = math.sqrt(sum(float((b.grad ** 2).sum()) for b in ref)) if max_norm == 0 else None
+    if hand is not None:
+        assert norm.item() == pytest.approx(hand, rel=1e-6)
+    for a, b in zip(ours, ref):
+        assert torch.allclose(a.grad, b.grad, rtol=1e-6, atol=0)
+    if 0 < max_norm < ref_norm:   # clipped: the new norm is max_norm
+        clipped = math.sqrt(sum(float((a.grad ** 2).sum()) for a in ours))
+        assert clipped == pytest.approx(max_norm, rel=1e-5)

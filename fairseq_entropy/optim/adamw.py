@@ -6,7 +6,9 @@ differences: its epsilon is added to sqrt(v) before the bias correction (``torch
 adds it after, i.e. fairseq's epsilon is eps / sqrt(1 - beta2^t) in AdamW's terms, which
 matters only while sqrt(v) is near eps), and it updates the parameters one tensor at a time
 in Python.  This optimizer runs PyTorch's multi-tensor (``foreach``) implementation, which for
-the paper's small models on a CPU spends a fraction of the time per update.
+the paper's small models on a CPU spends a fraction of the time per update; the gradient
+scaling, clipping and zeroing that fairseq's ``Trainer`` asks of the optimizer run as
+multi-tensor operations too (same results as fairseq's per-tensor loops).
 """
 
 import ast
@@ -75,3 +77,35 @@ class TorchAdamW(FairseqOptimizer):
     @property
     def supports_flat_params(self):
         return True
+
+    def _grads(self) -> List[torch.Tensor]:
+        return [p.grad.detach() for p in self.params if p.grad is not None]
+
+    def zero_grad(self):
+        """Drop every gradient (``set_to_none``; fairseq's loop does the same, then asks the
+        wrapped optimizer to do it again)."""
+        self._optimizer.zero_grad(set_to_none=True)
+
+    def multiply_grads(self, c):
+        """Multiply every gradient by ``c`` (a number or a 0-d tensor), as fairseq's loop."""
+        grads = self._grads()
+        if grads:
+            if torch.is_tensor(c):
+                c = c.to(grads[0].device)
+            torch._foreach_mul_(grads, c)
+
+    def clip_grad_norm(self, max_norm, aggregate_norm_fn=None):
+        """The L2 norm of all gradients together (float32, 0-d tensor), after
+        ``aggregate_norm_fn`` (distributed training); with ``max_norm > 0`` the gradients are
+        scaled by ``min(1, max_norm / (norm + 1e-6))``: ``fairseq.utils.clip_grad_norm_``."""
+        grads = self._grads()
+        if not grads:
+            return torch.tensor(0.0)
+        norms = torch._foreach_norm(grads, 2)
+        total = torch.linalg.vector_norm(torch.stack([n.float() for n in norms]), 2)
+        if aggregate_norm_fn is not None:
+            total = aggregate_norm_fn(total)
+        if max_norm > 0:
+            coef = (float(max_norm) / (total + 1e-6)).clamp_(max=1)
+            torch._foreach_mul_(grads, coef.to(grads[0].device))
+        return total
