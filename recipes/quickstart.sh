@@ -42,9 +42,9 @@ print(' '.join(level_name('exp1', float(x)) for x in sys.argv[1].split(',')))" "
 # second thread adds nothing; more runs than cores (all 7 levels at once on 2 cores) lost 16%
 # of the throughput to cache contention, about what the last, single-level round wastes.
 if [ "$device" = cpu ]; then jobs=${JOBS:-$(nproc)}; threads=1; else jobs=${JOBS:-1}; threads=${OMP_NUM_THREADS:-}; fi
-# the last checkpoint is reported: validate every 6 epochs, only to show progress
+# the demo reports the last checkpoint, validating every 6 epochs only to show progress;
+# SCORE_BEST=1 validates every epoch and also decodes the best on validation
 valid=(); [ "${SCORE_BEST:-0}" = 0 ] && valid=(--validate-interval 6)
-# the demo reports the last checkpoint; SCORE_BEST=1 also decodes the best on validation
 printf '%s\n' $names | xargs -P "$jobs" -I{} env ${threads:+OMP_NUM_THREADS=$threads} SEED="$seed" \
   SCORE_BEST="${SCORE_BEST:-0}" \
   "$here/train_level.sh" "$preset" "$out/data-bin/seed$seed/{}" "$out/runs/exp1/$preset/seed$seed/{}" "${valid[@]}"

@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 import torch
 from fairseq.data import LanguagePairDataset, data_utils
 
@@ -85,7 +86,6 @@ def test_cpu_seeding_draws_what_torch_manual_seed_draws_and_restores_as_a_contex
     from fairseq_entropy.tasks.systematicity import install_cpu_seeding
 
     if not install_cpu_seeding():
-        import pytest
         pytest.skip("this host has CUDA: fairseq's own seeding is kept")
     assert utils.set_torch_seed.__name__ == "_CpuTorchSeed"
     torch.manual_seed(7)

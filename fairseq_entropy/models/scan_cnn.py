@@ -134,18 +134,18 @@ class GatedConvLayer(nn.Module):
 
     def gate(self, window: Tensor) -> Tensor:
         """GLU of the convolution over every k consecutive rows of ``window [B, T + k - 1, H]``
-        -> ``[B, T, H]``; computed as one matrix product over the unfolded windows (faster than
-        ``conv1d`` on a CPU, same weights)."""
+        -> ``[B, T, H]``: :meth:`gate_rows` of the unfolded windows."""
         bsz, length, dim = window.shape
-        cols = window.unfold(1, self.kernel_size, 1)  # [B, T, H, k], the Conv1d weight's order
-        cols = cols.reshape(bsz, length - self.kernel_size + 1, dim * self.kernel_size)
-        out = F.linear(cols, self.conv.weight.reshape(self.conv.out_channels, -1), self.conv.bias)
-        return F.glu(out, dim=-1)
+        out_len = length - self.kernel_size + 1
+        windows = window.unfold(1, self.kernel_size, 1).transpose(2, 3)  # [B, T, k, H]
+        out = self.gate_rows(windows.reshape(bsz * out_len, self.kernel_size, dim))
+        return out.view(bsz, out_len, dim)
 
     def gate_rows(self, windows: Tensor) -> Tensor:
-        """GLU of the convolution over gathered windows ``[n, k, H]`` (slot j: the input k-1-j
-        positions before the current one, oldest first, as the causal Conv1d weight reads
-        them) -> ``[n, H]``; same weights as :meth:`gate`."""
+        """GLU of the convolution over windows ``[n, k, H]`` (slot j: the input at offset j of
+        the window, oldest first, as the Conv1d weight reads them) -> ``[n, H]``; computed as
+        one matrix product over the flattened windows (faster than ``conv1d`` on a CPU, same
+        weights)."""
         n, width, dim = windows.shape
         weight = self.conv.weight.permute(0, 2, 1).reshape(self.conv.out_channels, -1)
         out = F.linear(windows.reshape(n, width * dim), weight, self.conv.bias)
