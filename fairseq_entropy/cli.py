@@ -395,7 +395,7 @@ def measure_tsv(report: dict) -> str:
 def cmd_binarize(args) -> None:
     """``binarize``: a build directory or SCAN files into fairseq binary data."""
     from .scan.binarize import (binarize_build, binarize_scan_files, level_dirs,
-                                train_sentencepiece)
+                                preprocess_processes, train_sentencepiece)
     from .scan.grammar import Grammar
 
     if args.spm_vocab and not args.build_dir:
@@ -416,11 +416,11 @@ def cmd_binarize(args) -> None:
             print(f"sentencepiece: {args.spm_vocab} pieces trained on {dirs[0]}/train.{{in,out}}")
         if dirs == [Path(args.build_dir)]:
             outs = binarize_build(args.build_dir, args.out, g, args.workers, spm_model)
-        else:  # levels in parallel (one fairseq-preprocess each), with a progress bar
+        else:  # levels in parallel, with a progress bar; fairseq is imported once per process
             from concurrent.futures import ThreadPoolExecutor, as_completed
 
             jobs = min(args.jobs or os.cpu_count() or 1, len(dirs))
-            with ThreadPoolExecutor(jobs) as pool:
+            with preprocess_processes(jobs), ThreadPoolExecutor(jobs) as pool:
                 futures = {pool.submit(binarize_build, d, Path(args.out) / d.name, g,
                                        args.workers, spm_model): i for i, d in enumerate(dirs)}
                 done = {}

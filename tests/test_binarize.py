@@ -107,3 +107,31 @@ def test_sentencepiece_vocabulary_out_of_range_is_refused(tmp_path, capsys):
     assert cli(["binarize", "--train", str(build / "entropy_3.0" / "train.in"), "--out",
                 str(tmp_path / "x"), "--spm-vocab", "40"]) == 2
     assert "--spm-vocab applies to a build directory" in capsys.readouterr().err
+
+
+def test_preprocess_workers_write_what_a_fairseq_preprocess_process_writes(tmp_path):
+    """fairseq-preprocess run in a reused worker process (preprocess_processes) gives the
+    same binary files as a new ``python -m fairseq_cli.preprocess``, and its failures surface
+    as BinarizeError with fairseq's message."""
+    from pathlib import Path
+
+    from fairseq_entropy.scan.binarize import (binarize_level, preprocess_processes,
+                                               run_preprocess)
+
+    build = tmp_path / "build"
+    assert cli(["build", "exp1", "--out", str(build), "--levels", "2", "--n", "300",
+                "--seed", "3"]) == 0
+    level = build / "entropy_2.0"
+    g = Grammar.paper()
+    binarize_level(level, tmp_path / "process", g)
+    with preprocess_processes(1):
+        binarize_level(level, tmp_path / "worker", g)
+        with pytest.raises(BinarizeError, match="(?s)fairseq-preprocess failed on .*"
+                                                "FileNotFoundError.*no_dict.txt"):
+            run_preprocess(level, tmp_path / "bad", tmp_path / "no_dict.txt", ["train"])
+    names = sorted(p.name for p in (tmp_path / "process").iterdir()
+                   if p.suffix in (".bin", ".idx", ".txt", ".json"))
+    assert len(names) == 3 * 2 * 2 + 2 + 1                # splits x sides x (bin, idx), dicts
+    for name in names:
+        assert (Path(tmp_path / "worker" / name).read_bytes()
+                == (tmp_path / "process" / name).read_bytes()), name

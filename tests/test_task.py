@@ -97,3 +97,41 @@ def test_cpu_seeding_draws_what_torch_manual_seed_draws_and_restores_as_a_contex
     with utils.set_torch_seed(7):
         assert torch.equal(torch.rand(5), expected)
     assert torch.equal(torch.get_rng_state(), before)
+
+
+def test_symbol_dictionary_string_equals_fairseqs_dictionary_string():
+    from fairseq.data import Dictionary
+
+    from fairseq_entropy.tasks.systematicity import SymbolDictionary
+
+    ours, theirs = SymbolDictionary(), Dictionary()
+    for d in (ours, theirs):
+        for w in ("walk", "▁ju", "mp", "I_JUMP", "and"):
+            d.add_symbol(w)
+    n = len(theirs)
+    g = torch.Generator().manual_seed(0)
+    # every special index, an id past the end (fairseq writes <unk> for it) and real words
+    rows = [torch.randint(0, n + 2, (12,), generator=g) for _ in range(20)]
+    rows.append(torch.tensor([theirs.bos(), 4, theirs.unk(), theirs.pad(), 6, theirs.eos()]))
+    cases = [dict(), dict(include_eos=True), dict(escape_unk=True), dict(unk_string="UNK"),
+             dict(extra_symbols_to_ignore=[theirs.pad(), 5]), dict(bpe_symbol="sentencepiece"),
+             dict(separator="|")]
+    for row in rows:
+        for kw in cases:
+            assert ours.string(row, **kw) == theirs.string(row, **kw), kw
+        assert ours.string(row.tolist()) == theirs.string(row.tolist())
+    batch = torch.stack(rows[:5])
+    assert ours.string(batch, extra_symbols_to_ignore={5}) == theirs.string(
+        batch, extra_symbols_to_ignore={5})
+    # <s> <pad> </s> <unk> come first, so walk ▁ju mp are 4 5 6
+    assert ours.string(torch.tensor([4, 5, 6, theirs.eos()])) == "walk ▁ju mp"
+    assert ours.string(torch.tensor([4, 5, 6]), "sentencepiece") == "walk jump"
+
+
+def test_task_loads_its_dictionaries_as_symbol_dictionaries(tmp_path):
+    from fairseq_entropy.tasks.systematicity import SymbolDictionary, SystematicityTask
+
+    (tmp_path / "dict.txt").write_text("walk 1\nJUMP 1\n")
+    d = SystematicityTask.load_dictionary(str(tmp_path / "dict.txt"))
+    assert isinstance(d, SymbolDictionary)
+    assert d.string(torch.tensor([d.index("JUMP"), d.index("walk"), d.eos()])) == "JUMP walk"
