@@ -12,6 +12,9 @@ TORCH ?= torch==2.13.0
 VENV_FLAGS ?=
 WORKERS ?= auto
 PY := $(VENV)/bin/python
+# --no-compile: bytecode is written on first import, for the modules that are imported, rather
+# than for every file of every wheel at install time (torch alone: thousands of files)
+PIP := $(PY) -m pip install --no-compile
 STAMP := $(VENV)/.fairseq-entropy-installed
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
@@ -21,10 +24,10 @@ install: $(STAMP)
 
 $(STAMP): setup.py requirements.txt constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV_FLAGS) $(VENV)
-	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install "$(TORCH)"
-	$(PY) -m pip install --no-deps ve-fairseq==0.12.3
-	$(PY) -m pip install -r requirements.txt -c constraints.txt
-	$(PY) -m pip install --no-deps --no-build-isolation -e .
+	$(PY) -c "import torch" 2>/dev/null || $(PIP) "$(TORCH)"
+	$(PIP) --no-deps ve-fairseq==0.12.3
+	$(PIP) -r requirements.txt -c constraints.txt
+	$(PIP) --no-deps --no-build-isolation -e .
 	$(PY) -c "import fairseq_entropy, fairseq, torch; print('installed: torch', torch.__version__, '/ fairseq', fairseq.__version__)"
 	touch $(STAMP)
 
