@@ -171,7 +171,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="subword tokens: train an N-piece sentencepiece model on the training "
                         "commands and actions of the first level, cut every level with it "
                         "(one dictionary for all) and write spm.model beside the data; decode "
-                        "with fairseq-generate --post-process sentencepiece")
+                        "with fairseq-generate --post-process sentencepiece (recipes/"
+                        "train_level.sh does)")
+    z.add_argument("--spm-side", choices=("both", "source"), default="both",
+                   help="with --spm-vocab, the sides cut into pieces: both (commands and "
+                        "actions, one joint dictionary) or source (commands only: the model is "
+                        "trained on the commands and the actions stay whole words, so decoding "
+                        "is the word-level task)")
 
     sc = sub.add_parser("score", help="exact-match accuracy of fairseq-generate output")
     sc.add_argument("generate_output")
@@ -402,6 +408,9 @@ def cmd_binarize(args) -> None:
         raise ValueError("--spm-vocab applies to a build directory (its first level's training "
                          "split trains the model). Fix: pass the --out of 'fairseq-entropy "
                          "build', or drop --spm-vocab")
+    if args.spm_side != "both" and not args.spm_vocab:
+        raise ValueError("--spm-side applies with --spm-vocab N (the subword model's size). "
+                         "Fix: add --spm-vocab, or drop --spm-side")
     if args.build_dir and (args.train or args.valid or args.test):
         raise ValueError("pass either a build directory or --train/--valid/--test, not both")
     if args.build_dir and args.valid_fraction is not None:
@@ -411,18 +420,22 @@ def cmd_binarize(args) -> None:
     if args.build_dir:
         g = Grammar.by_name(args.grammar) if args.grammar else None
         dirs = level_dirs(args.build_dir)
-        spm_model = train_sentencepiece(dirs[0], args.spm_vocab) if args.spm_vocab else None
+        spm_model = (train_sentencepiece(dirs[0], args.spm_vocab, args.spm_side)
+                     if args.spm_vocab else None)
         if spm_model is not None:
-            print(f"sentencepiece: {args.spm_vocab} pieces trained on {dirs[0]}/train.{{in,out}}")
+            files = "train.{in,out}" if args.spm_side == "both" else "train.in"
+            print(f"sentencepiece: {args.spm_vocab} pieces trained on {dirs[0]}/{files}")
         if dirs == [Path(args.build_dir)]:
-            outs = binarize_build(args.build_dir, args.out, g, args.workers, spm_model)
+            outs = binarize_build(args.build_dir, args.out, g, args.workers, spm_model,
+                                  args.spm_side)
         else:  # levels in parallel, with a progress bar; fairseq is imported once per process
             from concurrent.futures import ThreadPoolExecutor, as_completed
 
             jobs = min(args.jobs or os.cpu_count() or 1, len(dirs))
             with preprocess_processes(jobs), ThreadPoolExecutor(jobs) as pool:
                 futures = {pool.submit(binarize_build, d, Path(args.out) / d.name, g,
-                                       args.workers, spm_model): i for i, d in enumerate(dirs)}
+                                       args.workers, spm_model, args.spm_side): i
+                           for i, d in enumerate(dirs)}
                 done = {}
                 for f in _progress(as_completed(futures), "binarize", "level", len(futures)):
                     done[futures[f]] = f.result()  # the first error is raised here

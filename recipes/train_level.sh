@@ -48,9 +48,10 @@ line=$(fairseq-entropy train-args "$preset" --data "$data" "${schedule[@]}")
 read -ra train_args <<< "$line"
 model=$(fairseq-entropy train-args "$preset" --data "$data" --field model)
 
-# subword data (binarize --spm-vocab): outputs are longer in pieces, and are detokenized
+# subword actions (binarize --spm-vocab, --spm-side both: the target dictionary holds pieces,
+# which start with U+2581): outputs are longer in pieces, and are detokenized
 subword=(); max_len=60
-if [ -f "$data/spm.model" ]; then
+if [ -f "$data/spm.model" ] && LC_ALL=C grep -q $'\xe2\x96\x81' "$data/dict.out.txt"; then
   subword=(--post-process sentencepiece); max_len=400
 fi
 

@@ -135,3 +135,52 @@ def test_preprocess_workers_write_what_a_fairseq_preprocess_process_writes(tmp_p
     for name in names:
         assert (Path(tmp_path / "worker" / name).read_bytes()
                 == (tmp_path / "process" / name).read_bytes()), name
+
+
+def test_sentencepiece_on_the_source_side_keeps_word_level_actions(tmp_path, capsys):
+    """--spm-side source: the model is trained on the commands alone; with 23 pieces (the 21
+    letters of the commands, the word boundary and <unk>) every verb is spelled out in
+    letters, the actions keep the grammar's word dictionary, and a copy decode printed as
+    plain fairseq-generate prints it scores 1.0."""
+    from fairseq.data import Dictionary, data_utils
+
+    from fairseq_entropy.scan.binarize import SPM_MODEL, detokenize_sentencepiece
+
+    build = tmp_path / "build"
+    assert cli(["build", "exp1", "--out", str(build), "--levels", "3", "--n", "300",
+                "--seed", "2"]) == 0
+    raw = build / "entropy_3.0"
+    chars = set("".join((raw / "train.in").read_text().split()))
+    assert len(chars) + 2 == 23                       # + the word-boundary piece and <unk>
+    out = tmp_path / "bin"
+    assert cli(["binarize", str(build), "--out", str(out), "--spm-vocab", "23",
+                "--spm-side", "source"]) == 0
+    assert f"trained on {raw}/train.in\n" in capsys.readouterr().out
+    man = json.loads((out / "manifest.json").read_text())["subword"]
+    assert (man["side"], man["decode"], man["vocab_size"]) == ("source", "fairseq-generate", 23)
+    assert (out / SPM_MODEL).is_file()
+    assert (out / "dict.out.txt").read_text().split()[::2] == dictionary_words(Grammar.paper())
+    src_dict = Dictionary.load(str(out / "dict.in.txt"))
+    tgt_dict = Dictionary.load(str(out / "dict.out.txt"))
+    assert sorted(src_dict.symbols[4:]) == sorted(["\u2581", *chars])
+    src = data_utils.load_indexed_dataset(str(out / "test.in-out.in"), src_dict)
+    tgt = data_utils.load_indexed_dataset(str(out / "test.in-out.out"), tgt_dict)
+    commands = (raw / "test.in").read_text().splitlines()
+    actions = (raw / "test.out").read_text().splitlines()
+    lines = []
+    for i in range(len(commands)):
+        s, t = src_dict.string(src[i]), tgt_dict.string(tgt[i])
+        assert len(s.split()) == len(commands[i]) + 1  # a piece per letter and per word
+        assert detokenize_sentencepiece(s) == commands[i] and t == actions[i]
+        lines += [f"S-{i}\t{src_dict.string(src[i], 'sentencepiece')}", f"T-{i}\t{t}",
+                  f"H-{i}\t-0.1\t{t}"]
+    gen = tmp_path / "generate.txt"
+    gen.write_text("\n".join(lines) + "\n")
+    assert cli(["score", str(gen), "--out", str(tmp_path / "score"), "--data", str(out),
+                "--preset", "exp1_cnn_authors", "--seed", "1"]) == 0
+    rec = json.loads((tmp_path / "score" / "score.json").read_text())
+    assert rec["accuracy"] == 1.0 and rec["n"] == len(commands) == 7056
+    capsys.readouterr()
+    assert cli(["binarize", str(build), "--out", str(tmp_path / "x"),
+                "--spm-side", "source"]) == 2
+    assert "--spm-side applies with --spm-vocab" in capsys.readouterr().err

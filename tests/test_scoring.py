@@ -417,3 +417,35 @@ def test_agreement_lines_count_levels_inside_the_band():
     assert agreement_lines(cells) == [
         "agreement with the paper exp1 p N=6000 last: 2/3 levels inside max(2 std, 0.10); "
         "outside: entropy_1.5 (0.143 vs 0.322)"]
+
+
+def test_data_variants_are_curves_of_their_own_without_paper_values(tmp_path, capsys):
+    """Scores of another component class or of subword data are aggregated apart from the
+    paper's setup (same experiment, preset, level and seed) and get no paper value."""
+    from fairseq_entropy.analysis.scoring import data_variant
+
+    assert data_variant({"experiment": "exp1"}) == ""
+    assert data_variant({"component": "direction", "restricted_value": "left"}) == \
+        "direction=left"
+    assert data_variant({"subword": {"vocab_size": 48}}) == "spm48"
+    assert data_variant({"component": "repetition", "restricted_value": "twice",
+                         "subword": {"vocab_size": 23, "side": "source"}}) == \
+        "repetition=twice+spm23-source"
+    gen = tmp_path / "gen.txt"
+    gen.write_text(GEN)
+    level = make_level(tmp_path / "level", component="direction", restricted_value="left",
+                       sizes={"train": 6000, "valid": 2, "test": 4})
+    assert score(gen, tmp_path / "runs/dir", level, "--seed", "1") == 0
+    assert json.loads((tmp_path / "runs/dir/score.json").read_text())["variant"] == \
+        "direction=left"
+    write_score_json(tmp_path / "runs/verb/score.json", accuracy=0.5)  # same key, verbs
+    write_score_json(tmp_path / "runs/spm/score.json", variant="spm48", accuracy=0.25)
+    out = tmp_path / "r"
+    assert cli(["aggregate", str(tmp_path / "runs"), "--out", str(out)]) == 0
+    got = {r["experiment"]: (r["mean"], r["paper_mean"], r["agree"]) for r in summary_rows(out)}
+    assert got == {"exp1": ("0.500000", "1.000000", "no"),
+                   "exp1+direction=left": ("0.750000", "nan", "n/a"),
+                   "exp1+spm48": ("0.250000", "nan", "n/a")}
+    assert {p.name for p in out.glob("fig_*.png")} == {
+        "fig_exp1.png", "fig_exp1+direction=left.png", "fig_exp1+spm48.png"}
+    assert "(direction=left)" in (out / "report.md").read_text()

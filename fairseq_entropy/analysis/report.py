@@ -9,7 +9,9 @@ Figures, after the paper's:
 * ``fig_exp1.png``: Experiment 1 at N = 6000 (or N not recorded), one panel per model;
 * ``fig_exp1_train_size.png``: Experiment 1 curves at other training sizes, one panel per
   model, one line per N;
-* ``fig_exp2.png``: Experiment 2, one panel per model.
+* ``fig_exp2.png``: Experiment 2, one panel per model;
+* ``fig_<experiment>+<variant>.png``: each data variant (another component class, subword
+  tokens; ``scoring.data_variant``), which the paper does not report, on its own.
 
 Each panel shows our mean with its 95% bootstrap CI beside the paper's mean +- std.
 """
@@ -56,6 +58,8 @@ def tsv(records: Sequence[dict], columns: Sequence[str]) -> str:
 
 def figure_of(record: dict) -> str:
     """Name of the paper figure a cell or curve belongs to (see the module docstring)."""
+    if "+" in str(record["experiment"]):  # a data variant: a figure of its own
+        return str(record["experiment"])
     if record["experiment"] == "exp2":
         return "exp2"
     n = record.get("train_size")
@@ -65,6 +69,12 @@ def figure_of(record: dict) -> str:
 FIGURE_TITLES = {"exp1": "Experiment 1 (mixing): accuracy against second-slot entropy",
                  "exp1_train_size": "Experiment 1: other training-set sizes",
                  "exp2": "Experiment 2 (support): accuracy against first-slot entropy"}
+
+
+def figure_title(name: str) -> str:
+    """Title of a figure of :func:`figure_of`; a data variant's names its variant."""
+    base, _, variant = name.partition("+")
+    return f"{FIGURE_TITLES.get(base, base)} ({variant})" if variant else FIGURE_TITLES[name]
 
 
 def plot_figure(cells: Sequence[dict], paper_rows: Sequence[dict], name: str,
@@ -126,7 +136,7 @@ def plot_figure(cells: Sequence[dict], paper_rows: Sequence[dict], name: str,
         ax.set_ylim(-0.03, 1.03)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="best")
-    fig.suptitle(FIGURE_TITLES.get(name, name), fontsize=11)
+    fig.suptitle(figure_title(name), fontsize=11)
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -197,7 +207,8 @@ def write_report(rows: Sequence[dict], out_dir: str | os.PathLike,
 
     drawn = [c for c in cells if c["checkpoint"] == checkpoint] or list(cells)
     figures = []
-    for name in ("exp1", "exp1_train_size", "exp2"):
+    variants = sorted({figure_of(c) for c in drawn} - set(FIGURE_TITLES))
+    for name in ("exp1", "exp1_train_size", "exp2", *variants):
         mine = [c for c in drawn if figure_of(c) == name]
         if mine:
             figures.append((name, plot_figure(mine, paper_rows, name, out / f"fig_{name}.png",
@@ -216,7 +227,7 @@ def write_report(rows: Sequence[dict], out_dir: str | os.PathLike,
           "value agree. CIs are 95% percentile bootstrap intervals over seeds "
           "(`scipy.stats.bootstrap`); with one seed there is no CI.\n"]
     for name, p in figures:
-        md.append(f"## {FIGURE_TITLES[name]}\n\n![{name}]({p.name})\n")
+        md.append(f"## {figure_title(name)}\n\n![{name}]({p.name})\n")
     md.append("## Curves: Spearman rho and H50\n")
     md.append("H50 is the entropy (bits) at which a logistic fit of accuracy against entropy "
               "crosses 0.5 (`scipy.optimize.curve_fit`); its CI resamples whole per-seed "

@@ -293,14 +293,35 @@ def read_checkpoint_info(path: str | os.PathLike) -> dict:
             "seed": None if seed is None else int(seed), "data": get("task", "data")}
 
 
+def data_variant(manifest: dict) -> str:
+    """How a level's data departs from the paper's setup (restricted verbs, word tokens), as
+    recorded in its manifest: ``""`` for the paper's setup, else ``+``-joined parts,
+    ``<component>=<restricted value>`` for another component class (``build --component``)
+    and ``spm<N>`` (``spm<N>-source`` for commands only) for subword tokens
+    (``binarize --spm-vocab``), e.g. ``direction=left`` or ``spm48``.
+
+    Aggregates keep each variant a curve of its own, named ``<experiment>+<variant>``, which
+    the paper's tables (verbs, word tokens) do not cover."""
+    parts = []
+    component = manifest.get("component", "verb")
+    if component != "verb":
+        parts.append(f"{component}={manifest.get('restricted_value')}")
+    subword = manifest.get("subword")
+    if subword:
+        side = subword.get("side", "both")
+        parts.append(f"spm{subword.get('vocab_size')}" + ("" if side == "both" else f"-{side}"))
+    return "+".join(parts)
+
+
 def provenance(manifest: dict, manifest_sha256: str, data_dir: str | os.PathLike,
                split: str, checkpoint: str, preset: str, model: str, seed: int,
                checkpoint_path: Optional[str] = None) -> dict:
     """The metadata a ``score.json`` records about where its number comes from.
 
-    Keys: experiment, level, entropy_bits, target_entropy_bits, grammar, data_seed, n_train
-    (training-set size N), split, data (absolute path), data_manifest_sha256, preset, model,
-    seed (training seed), checkpoint (label) and checkpoint_path.
+    Keys: experiment, variant (:func:`data_variant`), level, entropy_bits,
+    target_entropy_bits, grammar, data_seed, n_train (training-set size N), split, data
+    (absolute path), data_manifest_sha256, preset, model, seed (training seed), checkpoint
+    (label) and checkpoint_path.
 
     Raises:
         ScoreError: an unknown checkpoint label.
@@ -309,7 +330,8 @@ def provenance(manifest: dict, manifest_sha256: str, data_dir: str | os.PathLike
         raise ScoreError(f"unknown checkpoint label {checkpoint!r}. Fix: pass --checkpoint "
                          f"{' or '.join(CHECKPOINT_LABELS)}")
     sizes = manifest.get("sizes", {})
-    return {"experiment": manifest.get("experiment"), "level": manifest.get("level"),
+    return {"experiment": manifest.get("experiment"), "variant": data_variant(manifest),
+            "level": manifest.get("level"),
             "entropy_bits": manifest.get("entropy_bits"),
             "target_entropy_bits": manifest.get("target_entropy_bits"),
             "grammar": manifest.get("grammar"), "data_seed": manifest.get("seed"),
@@ -417,7 +439,8 @@ def paper_curve(experiment: str, model: str, n_train: Optional[int]) -> List[dic
 def collect_scores(roots: Iterable[str | os.PathLike]) -> List[dict]:
     """Every ``score.json`` under ``roots`` as result rows (columns :data:`RESULT_COLUMNS`,
     :data:`GRADED_COLUMNS` (None when the file has no graded metrics) and ``path``, the file
-    it came from).
+    it came from).  A score of a data variant (:func:`data_variant`) gets the experiment
+    ``<experiment>+<variant>``, a curve of its own without paper values.
 
     Raises:
         ScoreError: an unreadable score file, one without the provenance an aggregate needs,
@@ -445,8 +468,11 @@ def collect_scores(roots: Iterable[str | os.PathLike]) -> List[dict]:
                                  f"score again with --checkpoint "
                                  f"{' or '.join(CHECKPOINT_LABELS)} --force")
             graded = rec.get("graded") or {}
-            rows.append({**{c: rec.get(c) for c in RESULT_COLUMNS},
-                         **{c: graded.get(c) for c in GRADED_COLUMNS}, "path": str(f)})
+            row = {**{c: rec.get(c) for c in RESULT_COLUMNS},
+                   **{c: graded.get(c) for c in GRADED_COLUMNS}, "path": str(f)}
+            if rec.get("variant"):
+                row["experiment"] = f"{rec['experiment']}+{rec['variant']}"
+            rows.append(row)
     if not rows:
         raise ScoreError(f"no score.json under {', '.join(map(str, roots))}")
     rows.sort(key=lambda r: (*_sort_key(group_key(r)), int(r["seed"])))

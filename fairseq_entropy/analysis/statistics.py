@@ -46,10 +46,16 @@ def model_of(row: dict) -> str:
     return str(row.get("preset") or row["model"])
 
 
+def base_experiment(experiment: Optional[str]) -> Optional[str]:
+    """``exp1`` or ``exp2`` of an aggregate's experiment name (``exp1+direction=left`` is a
+    data variant of Experiment 1; see ``scoring.data_variant``)."""
+    return None if experiment is None else str(experiment).split("+", 1)[0]
+
+
 def train_size_of(row: dict) -> Optional[int]:
     """The row's training size N (None when not recorded, and for Experiment 2)."""
     n = row.get("train_size", row.get("n_train"))
-    if n in (None, "", "support") or row.get("experiment") == "exp2":
+    if n in (None, "", "support") or base_experiment(row.get("experiment")) == "exp2":
         return None
     return int(n)
 

@@ -118,10 +118,17 @@ def write_dictionary(path: str | os.PathLike, grammar: Optional[Grammar] = None,
 #: file name of the sentencepiece model written beside subword-binarized data
 SPM_MODEL = "spm.model"
 
+#: ``--spm-side`` choices: the sides cut into pieces.  ``both``: commands and actions, one
+#: joint dictionary of pieces; ``source``: commands only, actions stay whole words (the
+#: grammar's dictionary), so the decoder's task is the word-level one.
+SPM_SIDES = {"both": (SOURCE_LANG, TARGET_LANG), "source": (SOURCE_LANG,)}
 
-def train_sentencepiece(level_dir: str | os.PathLike, vocab_size: int) -> bytes:
-    """Train a sentencepiece unigram model (Kudo 2018) on the training commands and actions of
-    one level (``train.in`` then ``train.out``, one sentence per line) and return its bytes.
+
+def train_sentencepiece(level_dir: str | os.PathLike, vocab_size: int,
+                        side: str = "both") -> bytes:
+    """Train a sentencepiece unigram model (Kudo 2018) on the training sentences of one level
+    (``train.in`` then ``train.out`` for ``side="both"``, ``train.in`` alone for
+    ``side="source"``; one sentence per line) and return its bytes.
 
     Deterministic: one thread, no input sampling or shuffling, every character covered
     (``character_coverage`` 1.0), no BOS/EOS/PAD pieces (fairseq adds its own), ``<unk>`` id 0.
@@ -130,18 +137,22 @@ def train_sentencepiece(level_dir: str | os.PathLike, vocab_size: int) -> bytes:
         level_dir: a level directory written by ``fairseq-entropy build``.
         vocab_size: pieces in the model, ``<unk>`` included; at least the number of distinct
             characters + 1, at most what the data can give (sentencepiece names both bounds).
+        side: a key of :data:`SPM_SIDES`.
 
     Raises:
         BinarizeError: no training split, or a vocabulary size the data cannot give.
+        ValueError: an unknown ``side``.
     """
     import io
 
     import sentencepiece as spm
 
+    if side not in SPM_SIDES:
+        raise ValueError(f"unknown subword side {side!r}; choose one of {sorted(SPM_SIDES)}")
     level_dir = Path(level_dir)
     lines = []
-    for side in (SOURCE_LANG, TARGET_LANG):
-        path = level_dir / f"train.{side}"
+    for lang in SPM_SIDES[side]:
+        path = level_dir / f"train.{lang}"
         if not path.is_file():
             raise BinarizeError(f"{path} not found: the subword model is trained on the first "
                                 "level's training split. Fix: pass a build with a train split")
@@ -156,7 +167,8 @@ def train_sentencepiece(level_dir: str | os.PathLike, vocab_size: int) -> bytes:
     except RuntimeError as e:
         reason = str(e).split("]", 1)[-1].strip()
         raise BinarizeError(f"sentencepiece cannot train a {vocab_size}-piece model on "
-                            f"{level_dir}/train.{{in,out}}: {reason} Fix: choose another "
+                            f"{level_dir}/train.{{{','.join(SPM_SIDES[side])}}}: {reason} Fix: "
+                            "choose another "
                             "--spm-vocab") from None
     return model.getvalue()
 
@@ -284,17 +296,18 @@ def _preprocess_main(argv: List[str]) -> Tuple[int, str]:
 
 
 def run_preprocess(src_dir: Path, dest: Path, dict_path: Path, splits: Sequence[str],
-                   workers: int = 1) -> None:
-    """Run ``fairseq-preprocess`` on ``src_dir/{split}.{in,out}`` into ``dest``: in a worker
-    of :func:`preprocess_processes` when one is open (and ``workers`` is 1), else as a new
-    ``python -m fairseq_cli.preprocess``.
+                   workers: int = 1, tgt_dict_path: Optional[Path] = None) -> None:
+    """Run ``fairseq-preprocess`` on ``src_dir/{split}.{in,out}`` into ``dest`` with the
+    dictionary ``dict_path`` (for the target side too unless ``tgt_dict_path`` is given): in a
+    worker of :func:`preprocess_processes` when one is open (and ``workers`` is 1), else as a
+    new ``python -m fairseq_cli.preprocess``.
 
     Raises:
         BinarizeError: fairseq-preprocess failed (with the end of its output), or replaced
             tokens by ``<unk>``.
     """
     argv = ["--source-lang", SOURCE_LANG, "--target-lang", TARGET_LANG,
-            "--srcdict", str(dict_path), "--tgtdict", str(dict_path),
+            "--srcdict", str(dict_path), "--tgtdict", str(tgt_dict_path or dict_path),
             "--destdir", str(dest), "--workers", str(workers), "--dataset-impl", "mmap"]
     for split, flag in (("train", "--trainpref"), ("valid", "--validpref"),
                         ("test", "--testpref")):
@@ -317,7 +330,8 @@ def run_preprocess(src_dir: Path, dest: Path, dict_path: Path, splits: Sequence[
 
 
 def binarize_level(level_dir: str | os.PathLike, dest: str | os.PathLike, grammar: Grammar,
-                   workers: int = 1, spm_model: Optional[bytes] = None) -> Path:
+                   workers: int = 1, spm_model: Optional[bytes] = None,
+                   spm_side: str = "both") -> Path:
     """Binarize one level directory (``{train,valid,test}.{in,out}`` + optional manifest).
 
     Every pair is checked with the grammar's interpreter first (the actions must be those of
@@ -326,10 +340,12 @@ def binarize_level(level_dir: str | os.PathLike, dest: str | os.PathLike, gramma
     temporary directory and renamed to ``dest`` when complete; ``manifest.json`` is copied
     beside the binarized data for the ``systematicity`` task and for ``score --data``.
 
-    With ``spm_model`` (from :func:`train_sentencepiece`) the sentences are first cut into its
-    pieces, the dictionary is the model's pieces (one joint dictionary for commands and
-    actions), ``spm.model`` is written beside the data and the manifest records it under
-    ``subword``; decode with ``fairseq-generate --post-process sentencepiece``.
+    With ``spm_model`` (from :func:`train_sentencepiece`) the sentences of the sides named by
+    ``spm_side`` (:data:`SPM_SIDES`) are first cut into its pieces.  ``both``: one joint
+    dictionary of pieces for commands and actions; decode with ``fairseq-generate
+    --post-process sentencepiece``.  ``source``: the commands' dictionary is the pieces and the
+    actions' the grammar's words; decode as word-level data.  ``spm.model`` is written beside
+    the data and the manifest records it, the side and the decoding under ``subword``.
 
     Raises:
         BinarizeError: no split files, a token outside the dictionary, a pair the grammar
@@ -364,16 +380,24 @@ def binarize_level(level_dir: str | os.PathLike, dest: str | os.PathLike, gramma
             if manifest_path.exists():
                 shutil.copyfile(manifest_path, tmp / "manifest.json")
         else:
+            sides = SPM_SIDES[spm_side]
             pieces = tmp / "pieces"
             pieces.mkdir()
             for split in splits:
-                for side in (SOURCE_LANG, TARGET_LANG):
-                    encode_sentencepiece(spm_model, level_dir / f"{split}.{side}",
-                                         pieces / f"{split}.{side}")
+                for lang in (SOURCE_LANG, TARGET_LANG):
+                    if lang in sides:
+                        encode_sentencepiece(spm_model, level_dir / f"{split}.{lang}",
+                                             pieces / f"{split}.{lang}")
+                    else:
+                        shutil.copyfile(level_dir / f"{split}.{lang}", pieces / f"{split}.{lang}")
             words = sentencepiece_words(spm_model)
             dict_path = write_dictionary(tmp / "dict.txt", words=words)
-            run_preprocess(pieces, tmp, dict_path, splits, workers)
+            tgt_dict_path = (None if TARGET_LANG in sides
+                             else write_dictionary(tmp / "dict.words.txt", grammar))
+            run_preprocess(pieces, tmp, dict_path, splits, workers, tgt_dict_path)
             shutil.rmtree(pieces)
+            if tgt_dict_path is not None:
+                os.unlink(tgt_dict_path)
             (tmp / SPM_MODEL).write_bytes(spm_model)
             try:
                 manifest = read_json(manifest_path) if manifest_path.exists() else {}
@@ -381,8 +405,9 @@ def binarize_level(level_dir: str | os.PathLike, dest: str | os.PathLike, gramma
                 raise BinarizeError(str(e)) from None
             manifest["subword"] = {
                 "tokenizer": "sentencepiece", "model": SPM_MODEL, "vocab_size": len(words) + 1,
-                "model_sha256": hashlib.sha256(spm_model).hexdigest(),
-                "decode": "fairseq-generate --post-process sentencepiece"}
+                "model_sha256": hashlib.sha256(spm_model).hexdigest(), "side": spm_side,
+                "decode": ("fairseq-generate --post-process sentencepiece"
+                           if TARGET_LANG in sides else "fairseq-generate")}
             (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
         os.unlink(dict_path)
     return dest
@@ -422,17 +447,19 @@ def grammar_of_build(build_dir: str | os.PathLike) -> Optional[str]:
 
 def binarize_build(build_dir: str | os.PathLike, out: str | os.PathLike,
                    grammar: Optional[Grammar] = None, workers: int = 1,
-                   spm_model: Optional[bytes] = None) -> List[Path]:
+                   spm_model: Optional[bytes] = None, spm_side: str = "both") -> List[Path]:
     """Binarize every level of a build into ``out/<level>`` (or ``out`` for a single level),
-    with the subword model ``spm_model`` if given (see :func:`binarize_level`)."""
+    with the subword model ``spm_model`` on ``spm_side`` if given (see
+    :func:`binarize_level`)."""
     build_dir, out = Path(build_dir), Path(out)
     dirs = level_dirs(build_dir)
     if grammar is None:
         name = grammar_of_build(dirs[0]) or "paper"
         grammar = Grammar.paper() if name == "paper" else Grammar.scan()
     if dirs == [build_dir]:
-        return [binarize_level(build_dir, out, grammar, workers, spm_model)]
-    return [binarize_level(d, out / d.name, grammar, workers, spm_model) for d in dirs]
+        return [binarize_level(build_dir, out, grammar, workers, spm_model, spm_side)]
+    return [binarize_level(d, out / d.name, grammar, workers, spm_model, spm_side)
+            for d in dirs]
 
 
 def sha256_of(path: str | os.PathLike) -> str:
