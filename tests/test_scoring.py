@@ -449,3 +449,22 @@ def test_data_variants_are_curves_of_their_own_without_paper_values(tmp_path, ca
     assert {p.name for p in out.glob("fig_*.png")} == {
         "fig_exp1.png", "fig_exp1+direction=left.png", "fig_exp1+spm48.png"}
     assert "(direction=left)" in (out / "report.md").read_text()
+
+
+def test_an_experiment_2_curve_holds_every_support_size(tmp_path, capsys):
+    """Experiment 2's N grows with the support (k verbs, about 5866 commands each), so its
+    levels are one curve per preset: one Spearman rho over the levels, one agreement line."""
+    runs = tmp_path / "runs"
+    for k, acc in ((1, 0.0), (2, 0.2), (4, 0.9)):
+        write_score_json(runs / f"k{k}/score.json", experiment="exp2", preset="exp2_cnn_authors",
+                         model="cnn_authors", n_train=5866 * k, level=f"support_{k}",
+                         entropy_bits=float(k.bit_length() - 1), accuracy=acc)
+    capsys.readouterr()
+    assert cli(["aggregate", str(runs), "--out", str(tmp_path / "r")]) == 0
+    out = capsys.readouterr().out
+    assert "Spearman(entropy, accuracy) exp2 exp2_cnn_authors N=support last: 1.000" in out
+    lines = [ln for ln in out.splitlines() if ln.startswith("agreement with the paper")]
+    assert lines == ["agreement with the paper exp2 exp2_cnn_authors N=support last: 3/3 "
+                     "levels inside max(2 std, 0.10)"]  # paper: 0.00, 0.15 +- 0.05, 0.79 +- 0.14
+    curves = list(csv.DictReader(open(tmp_path / "r" / "curves.tsv"), delimiter="\t"))
+    assert [(c["experiment"], c["levels"]) for c in curves] == [("exp2", "3")]

@@ -258,7 +258,7 @@ def agreement_lines(cells: Sequence[dict]) -> List[str]:
     curves: Dict[tuple, List[dict]] = {}
     for c in cells:
         if c["agree"] in ("yes", "no"):
-            key = (c["experiment"], c["preset"], c["n_train"], c["checkpoint"])
+            key = (c["experiment"], c["preset"], st.curve_size(c), c["checkpoint"])
             curves.setdefault(key, []).append(c)
     lines = []
     for (exp, preset, n_train, ckpt), rows in sorted(curves.items(), key=str):

@@ -27,6 +27,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 from ..scan.datafiles import (DataFormatError, atomic_write_bytes, atomic_write_text,
                               iter_text_lines, read_json, read_lines)
 from ..scan.grammar import CONJUNCTIONS
+from .statistics import curve_size
 
 #: columns of ``results.tsv``, one row per score.json
 RESULT_COLUMNS = ("experiment", "preset", "model", "n_train", "level", "entropy_bits",
@@ -535,7 +536,7 @@ def summarize(rows: Sequence[dict]) -> List[dict]:
 
 
 def _curve_key(r: dict) -> tuple:
-    return (r["experiment"], r["preset"], r["n_train"], r["checkpoint"])
+    return (r["experiment"], r["preset"], curve_size(r), r["checkpoint"])
 
 
 def spearman(summary: Sequence[dict]) -> Dict[tuple, Optional[float]]:
@@ -589,12 +590,12 @@ def plot(summary: Sequence[dict], path: str | os.PathLike, checkpoint: str = "la
     fig, axes = plt.subplots(1, len(experiments), figsize=(5.5 * len(experiments), 4.2),
                              squeeze=False)
     for ax, exp in zip(axes[0], experiments):
-        curves = sorted({(r["preset"], r["n_train"], r["model"], r["checkpoint"])
+        curves = sorted({(r["preset"], curve_size(r), r["model"], r["checkpoint"])
                          for r in rows if r["experiment"] == exp}, key=_sort_key)
         for i, (preset, n_train, model, ckpt) in enumerate(curves):
             color = f"C{i % 10}"
             rs = [r for r in rows if r["experiment"] == exp and r["preset"] == preset
-                  and r["n_train"] == n_train and r["checkpoint"] == ckpt]
+                  and curve_size(r) == n_train and r["checkpoint"] == ckpt]
             rs.sort(key=lambda r: r["entropy_bits"])
             ax.errorbar([r["entropy_bits"] for r in rs], [r["mean"] for r in rs],
                         yerr=[r["std"] for r in rs], marker="o", color=color, capsize=3,

@@ -52,6 +52,13 @@ def base_experiment(experiment: Optional[str]) -> Optional[str]:
     return None if experiment is None else str(experiment).split("+", 1)[0]
 
 
+def curve_size(row: dict):
+    """The N that names a row's curve: its training-set size ``n_train`` in Experiment 1,
+    ``"support"`` in Experiment 2, whose N grows with the level (about 5866 commands per verb
+    of the support), so that one curve holds every level of a preset."""
+    return "support" if base_experiment(row["experiment"]) == "exp2" else row["n_train"]
+
+
 def train_size_of(row: dict) -> Optional[int]:
     """The row's training size N (None when not recorded, and for Experiment 2)."""
     n = row.get("train_size", row.get("n_train"))
