@@ -156,6 +156,7 @@ def test_sentencepiece_on_the_source_side_keeps_word_level_actions(tmp_path, cap
     assert cli(["binarize", str(build), "--out", str(out), "--spm-vocab", "23",
                 "--spm-side", "source"]) == 0
     assert f"trained on {raw}/train.in\n" in capsys.readouterr().out
+    out = out / "entropy_3.0"
     man = json.loads((out / "manifest.json").read_text())["subword"]
     assert (man["side"], man["decode"], man["vocab_size"]) == ("source", "fairseq-generate", 23)
     assert (out / SPM_MODEL).is_file()
@@ -183,4 +184,5 @@ def test_sentencepiece_on_the_source_side_keeps_word_level_actions(tmp_path, cap
     capsys.readouterr()
     assert cli(["binarize", str(build), "--out", str(tmp_path / "x"),
                 "--spm-side", "source"]) == 2
+    assert not (tmp_path / "x").exists()
     assert "--spm-side applies with --spm-vocab" in capsys.readouterr().err
