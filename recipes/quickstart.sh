@@ -8,10 +8,13 @@
 # epochs (the demo reports the last checkpoint); the Transformer at the paper's schedule takes
 # about 4x as long per level on a CPU.
 # Re-running skips levels already finished.  Environment: OUT (default demo), SEED, LEVELS,
-# PRESET, EPOCHS (override the preset's), JOBS (levels trained at once; default on a CPU: one per core).
+# PRESET, EPOCHS (override the preset's), JOBS (levels trained at once; default on a CPU: one per core),
+# BUILD_ARGS (extra `fairseq-entropy build exp1` arguments, e.g. "--component direction"),
+# BINARIZE_ARGS (extra `fairseq-entropy binarize` arguments, e.g. "--spm-vocab 23 --spm-side source").
 set -euo pipefail
 if [ $# -gt 0 ]; then
-  echo "usage: [OUT=demo] [SEED=1] [LEVELS=0,0.5,1,1.5,2,2.5,3] [PRESET=...] [EPOCHS=E] [JOBS=J] $0" >&2
+  echo "usage: [OUT=demo] [SEED=1] [LEVELS=0,0.5,1,1.5,2,2.5,3] [PRESET=...] [EPOCHS=E] [JOBS=J]" \
+       "[BUILD_ARGS=...] [BINARIZE_ARGS=...] $0" >&2
   echo "  (no arguments: settings come from the environment variables above)" >&2
   exit 2
 fi
@@ -28,9 +31,12 @@ fi
 start=$(date +%s)
 
 # 1. data: entropy-controlled levels, then fairseq binarization with the fixed dictionary
+read -ra build_args <<< "${BUILD_ARGS:-}"
+read -ra binarize_args <<< "${BINARIZE_ARGS:-}"
 if [ ! -f "$out/data-bin/.done-$seed-$levels" ]; then
-  fairseq-entropy build exp1 --out "$out/data/seed$seed" --levels "$levels" --seed "$seed"
-  fairseq-entropy binarize "$out/data/seed$seed" --out "$out/data-bin/seed$seed"
+  fairseq-entropy build exp1 --out "$out/data/seed$seed" --levels "$levels" --seed "$seed" \
+    "${build_args[@]}"
+  fairseq-entropy binarize "$out/data/seed$seed" --out "$out/data-bin/seed$seed" "${binarize_args[@]}"
   touch "$out/data-bin/.done-$seed-$levels"
 fi
 
