@@ -173,14 +173,17 @@ def test_sentencepiece_on_the_source_side_keeps_word_level_actions(tmp_path, cap
         s, t = src_dict.string(src[i]), tgt_dict.string(tgt[i])
         assert len(s.split()) == len(commands[i]) + 1  # a piece per letter and per word
         assert detokenize_sentencepiece(s) == commands[i] and t == actions[i]
-        lines += [f"S-{i}\t{src_dict.string(src[i], 'sentencepiece')}", f"T-{i}\t{t}",
-                  f"H-{i}\t-0.1\t{t}"]
+        # fairseq-generate without --post-process prints the command's pieces on S-
+        lines += [f"S-{i}\t{s}", f"T-{i}\t{t}", f"H-{i}\t-0.1\t{t}"]
     gen = tmp_path / "generate.txt"
     gen.write_text("\n".join(lines) + "\n")
     assert cli(["score", str(gen), "--out", str(tmp_path / "score"), "--data", str(out),
                 "--preset", "exp1_cnn_authors", "--seed", "1"]) == 0
     rec = json.loads((tmp_path / "score" / "score.json").read_text())
     assert rec["accuracy"] == 1.0 and rec["n"] == len(commands) == 7056
+    assert rec["graded"]["clause_accuracy"] == 1.0 and rec["variant"] == "spm23-source"
+    examples = (tmp_path / "score" / "examples.tsv").read_text().splitlines()
+    assert examples[1].split("\t")[4] == commands[0]  # the source column holds words
     capsys.readouterr()
     assert cli(["binarize", str(build), "--out", str(tmp_path / "x"),
                 "--spm-side", "source"]) == 2

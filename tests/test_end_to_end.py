@@ -96,3 +96,36 @@ def test_train_args_convert_epochs_to_updates(trained):
     assert out[out.index("--warmup-updates") + 1] == "14"
     assert out[out.index("--min-lr") + 1] == "3e-05"
     assert "--random-batches" in out and out[out.index("--lr") + 1] == "0.0003"
+
+
+def test_quickstart_passes_build_and_binarize_arguments(tmp_path):
+    """The README's beyond-verbs curves: quickstart.sh with BUILD_ARGS (a direction-controlled
+    build) and BINARIZE_ARGS (letter pieces on the command side) trains, decodes, scores and
+    aggregates the level as a variant of its own."""
+    out = tmp_path / "beyond"
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+               OUT=str(out), LEVELS="0", EPOCHS="1", JOBS="1",
+               BUILD_ARGS="--component direction --restricted left --n 400",
+               BINARIZE_ARGS="--spm-vocab 23 --spm-side source")
+    res = subprocess.run(["bash", str(REPO / "recipes" / "quickstart.sh")],
+                         capture_output=True, text=True, env=env)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    manifest = json.loads((out / "data" / "seed1" / "manifest.json").read_text())
+    assert manifest["component"] == "direction"
+    data_bin = out / "data-bin" / "seed1" / "entropy_0.0"
+    assert (data_bin / "spm.model").exists()
+    # source-side pieces: the commands' dictionary holds letters, the actions stay words
+    src = [line.split()[0] for line in (data_bin / "dict.in.txt").read_text().splitlines()]
+    tgt = [line.split()[0] for line in (data_bin / "dict.out.txt").read_text().splitlines()]
+    assert "\u2581" in src and "j" in src and "jump" not in src
+    assert "JUMP" in tgt and not any(t.startswith("\u2581") for t in tgt)
+    run_dir = out / "runs" / "exp1" / "exp1_cnn_authors" / "seed1" / "entropy_0.0"
+    score = json.loads((run_dir / "last" / "score.json").read_text())
+    # clauses with "left": 8 verbs x 3 phrases x 3 repetitions = 72; x 168 second clauses x 2
+    assert score["n"] == 72 * 168 * 2
+    assert score["variant"] == "direction=left+spm23-source"
+    summary = (out / "results" / "summary.tsv").read_text().splitlines()
+    header = summary[0].split("\t")
+    row = dict(zip(header, summary[1].split("\t")))
+    assert row["experiment"] == "exp1+direction=left+spm23-source"
+    assert row["paper_mean"] == "nan"

@@ -24,6 +24,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
+from ..scan.binarize import detokenize_sentencepiece
 from ..scan.datafiles import (DataFormatError, atomic_write_bytes, atomic_write_text,
                               iter_text_lines, read_json, read_lines)
 from ..scan.grammar import CONJUNCTIONS
@@ -66,7 +67,11 @@ class Scored:
 def read_generate_output(path: str | os.PathLike) -> Dict[int, Dict[str, str]]:
     """Read ``fairseq-generate`` output: sample id -> {"S": src, "T": ref, "H": hyp}.
 
-    Only the first ``H-`` line of an id is kept (the best hypothesis).
+    Only the first ``H-`` line of an id is kept (the best hypothesis). A line of
+    sentencepiece pieces (it holds U+2581, the word-start mark, which no word of the grammars
+    has) is joined back into words as ``--post-process sentencepiece`` does: the ``S-`` lines
+    of commands cut into pieces on the source side only (``binarize --spm-side source``), or
+    any line of subword data decoded without ``--post-process``.
 
     Raises:
         ScoreError: a missing file, a directory or a line that is not UTF-8; no samples; an id
@@ -100,6 +105,8 @@ def read_generate_output(path: str | os.PathLike) -> Dict[int, Dict[str, str]]:
                 text = parts[1] if len(parts) == 2 else ""
             else:
                 text = rest
+            if "\u2581" in text:
+                text = detokenize_sentencepiece(text)
             samples[sid].setdefault(kind, " ".join(text.split()))
     except DataFormatError as e:
         raise ScoreError(str(e)) from None
@@ -215,8 +222,7 @@ def split_commands(data_dir: str | os.PathLike, split: str) -> List[str]:
             raise ScoreError(str(e)) from None
     prefix = data_dir / f"{split}.in-out.in"
     if Path(f"{prefix}.bin").is_file() and (data_dir / "dict.in.txt").is_file():
-        from ..scan.binarize import (SPM_MODEL, BinarizeError, detokenize_sentencepiece,
-                                     read_mmap_sequences)
+        from ..scan.binarize import SPM_MODEL, BinarizeError, read_mmap_sequences
 
         subword = (data_dir / SPM_MODEL).is_file()
         try:
