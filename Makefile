@@ -12,8 +12,11 @@ TORCH ?= torch==2.13.0
 VENV_FLAGS ?=
 WORKERS ?= auto
 PY := $(VENV)/bin/python
-# --no-compile: bytecode is written on first import, for the modules that are imported, rather
-# than for every file of every wheel at install time (torch alone: thousands of files)
+# --no-compile, then one compileall over site-packages on every core: pip compiles each
+# wheel's files on one core.  Bytecode at install time matters: with PYTHONDONTWRITEBYTECODE
+# set, nothing is compiled on import, so every process would compile torch and fairseq anew
+# (seconds each) and print fairseq's SyntaxWarnings.  compileall exits 1 on the few files of
+# some wheels that are not meant to compile (templates), hence `|| true`.
 PIP := $(PY) -m pip install --no-compile
 STAMP := $(VENV)/.fairseq-entropy-installed
 export PATH := $(abspath $(VENV))/bin:$(PATH)
@@ -28,6 +31,7 @@ $(STAMP): setup.py requirements.txt constraints.txt
 	$(PIP) --no-deps ve-fairseq==0.12.3
 	$(PIP) -r requirements.txt -c constraints.txt
 	$(PIP) --no-deps --no-build-isolation -e .
+	$(PY) -W ignore -m compileall -q -j 0 "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" > /dev/null 2>&1 || true
 	$(PY) -c "import fairseq_entropy, fairseq, torch; print('installed: torch', torch.__version__, '/ fairseq', fairseq.__version__)"
 	touch $(STAMP)
 

@@ -32,7 +32,7 @@ def env(**extra):
 def test_every_paper_grid_expands():
     sizes = {"exp1_transformer_sinusoidal": 7 * 5, "exp1": 6 * 7 * 5,
              "exp1_train_size": 3 * 7 * 5, "exp2": 5 * 8 * 5, "beyond_paper": 3 * 7 * 5,
-             "demo_cnn": 3 * 2, "exp1_cnn_authors": 7 * 5}
+             "demo_cnn": 3 * 2, "exp1_cnn_authors": 7 * 5, "exp1_direction_cnn": 5 * 5}
     assert sorted(sizes) == sorted(p.stem for p in GRIDS.glob("*.toml"))  # every grid file
     for name, n in sizes.items():
         grid = load_grid(GRIDS / f"{name}.toml")
@@ -110,6 +110,47 @@ def test_bad_grids_are_refused_with_file_and_fix(tmp_path):
         load_grid(grid(base + 'presets = ["exp1_cnn"]\nseed = 3\n'))
     with pytest.raises(GridError, match="missing key 'presets'"):
         load_grid(grid(base))
+
+
+def test_build_args_build_another_component_class_under_paths_of_its_own(tmp_path, capsys):
+    grid = load_grid(GRIDS / "exp1_direction_cnn.toml")
+    cells = grid.cells(seeds=[830])
+    tag = "exp1+component=direction+restricted=left"
+    assert cells[-1].databin(tmp_path) == tmp_path / f"data-bin/{tag}/n6000/seed830/entropy_1.58"
+    assert cells[-1].run_dir(tmp_path) == (
+        tmp_path / f"runs/{tag}/exp1_cnn_authors/n6000/seed830/entropy_1.58")
+    four = Cell("exp1", "exp1_cnn", "cnn", 6000, 1, 1.0, build_args=("--verbs", "a,b,c,d"))
+    assert four.data_tag == "exp1+verbs=a-b-c-d"  # fairseq reads commas as path lists
+    verbs = Cell("exp1", "exp1_cnn_authors", "cnn", 6000, 830, 1.2)
+    assert verbs.data_key != cells[3].data_key and verbs.level == cells[3].level
+    assert cli(["sweep", str(GRIDS / "exp1_direction_cnn.toml"), "--dry-run", "--root",
+                str(tmp_path), "--device", "cpu", "--seed", "830"]) == 0
+    builds = [ln for ln in capsys.readouterr().out.splitlines()
+              if ln.startswith("fairseq-entropy build")]
+    assert len(builds) == 5
+    assert all(ln.endswith("--seed 830 --component direction --restricted left")
+               for ln in builds)
+    # the cell's data step builds the direction-controlled level
+    databin = sweep.prepare_data(cells[2], tmp_path, env=env())
+    manifest = json.loads((databin / "manifest.json").read_text())
+    assert manifest["component"] == "direction" and manifest["restricted_value"] == "left"
+    assert abs(manifest["entropy_bits"] - 0.8) <= 0.01
+
+
+def test_bad_build_args_are_refused(tmp_path):
+    def grid(extra, experiment="exp1", preset="exp1_cnn"):
+        p = tmp_path / "g.toml"
+        p.write_text(f'experiment = "{experiment}"\nlevels = [1]\nseeds = [1]\n'
+                     f'presets = ["{preset}"]\n{extra}\n')
+        return p
+
+    for bad in ('["--levels", "1"]', '["--component"]', '["--component", "--restricted"]',
+                '"--component direction"', '[1, 2]'):
+        with pytest.raises(GridError, match=r"g.toml: build_args = .*Fix: a list of option-"
+                                            r"value pairs of --component"):
+            load_grid(grid(f"build_args = {bad}"))
+    with pytest.raises(GridError, match="only Experiment 1.*Fix: remove build_args"):
+        load_grid(grid('build_args = ["--component", "direction"]', "exp2", "exp2_cnn"))
 
 
 # ---------------------------------------------------------------------------------- locks

@@ -9,6 +9,8 @@ A grid file (TOML, read with :mod:`tomllib`, or the same keys as JSON) names::
     seeds = [830, 231, 42, 9876, 2]          # the authors' five seeds
     n = [6000]                               # exp1 training commands (one or more sizes)
     schedule = "paper"                       # or {epochs = 8} or {max_update = 30}
+    build_args = ["--component", "direction", "--restricted", "left"]   # optional, exp1:
+                                             # extra ``fairseq-entropy build exp1`` arguments
 
     [resources]                              # submitit / Slurm, per cell
     timeout_min = 60
@@ -23,6 +25,10 @@ cells of different presets share their data.  Paths under a sweep root::
     data/<exp>/[n<N>/]seed<S>/<level>/          raw build (``fairseq-entropy build``)
     data-bin/<exp>/[n<N>/]seed<S>/<level>/      binarized level
     runs/<exp>/<preset>/[n<N>/]seed<S>/<level>/ checkpoints, logs, generate output, scores
+
+With ``build_args``, ``<exp>`` becomes ``<exp>+<key>=<value>+...``
+(``exp1+component=direction+restricted=left``), so the data and runs of another component
+class never mix with the verbs' under one root.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ import json
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..scan.builders import level_name
 from .presets import load_presets
@@ -40,7 +46,11 @@ from .presets import load_presets
 AUTHORS_SEEDS = (830, 231, 42, 9876, 2)
 #: keys a grid file may have
 GRID_KEYS = {"experiment", "title", "presets", "levels", "seeds", "n", "schedule",
-             "resources", "notes"}
+             "build_args", "resources", "notes"}
+#: build options a grid's ``build_args`` may pass (the sweep sets --out, --levels, --n and
+#: --seed itself); each takes one value
+BUILD_OPTIONS = ("--component", "--restricted", "--restricted-verb", "--verbs",
+                 "--valid-fraction")
 EXPERIMENTS = ("exp1", "exp2")
 
 
@@ -91,6 +101,7 @@ class Cell:
         seed: data and training seed.
         level: entropy in bits (exp1) or support size k (exp2).
         schedule: training length.
+        build_args: extra ``fairseq-entropy build`` arguments (option, value, ...).
     """
 
     experiment: str
@@ -100,6 +111,19 @@ class Cell:
     seed: int
     level: float
     schedule: Schedule = field(default_factory=Schedule)
+    build_args: Tuple[str, ...] = ()
+
+    @property
+    def data_tag(self) -> str:
+        """``<exp>``, or ``<exp>+key=value+...`` with ``build_args``
+        (``exp1+component=direction+restricted=left``)."""
+        if not self.build_args:
+            return self.experiment
+        pairs = zip(self.build_args[::2], self.build_args[1::2])
+        # no commas (``--verbs walk,run``): fairseq-preprocess reads a comma in a path as a
+        # list of paths
+        return "+".join([self.experiment,
+                         *(f"{k.lstrip('-')}={v.replace(',', '-')}" for k, v in pairs)])
 
     @property
     def level_name(self) -> str:
@@ -108,7 +132,7 @@ class Cell:
 
     def _data_part(self) -> Path:
         n = Path(f"n{self.n}") if self.n is not None else Path()
-        return Path(self.experiment) / n / f"seed{self.seed}"
+        return Path(self.data_tag) / n / f"seed{self.seed}"
 
     @property
     def data_key(self) -> str:
@@ -126,7 +150,7 @@ class Cell:
     def run_dir(self, root: str | Path) -> Path:
         """The run directory handed to ``recipes/train_level.sh``."""
         n = Path(f"n{self.n}") if self.n is not None else Path()
-        return (Path(root) / "runs" / self.experiment / self.preset / n / f"seed{self.seed}"
+        return (Path(root) / "runs" / self.data_tag / self.preset / n / f"seed{self.seed}"
                 / self.level_name)
 
     @property
@@ -150,6 +174,7 @@ class Grid:
     title: str = ""
     resources: Dict[str, object] = field(default_factory=dict)
     models: Dict[str, str] = field(default_factory=dict)
+    build_args: Tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -181,7 +206,8 @@ class Grid:
         """
         chosen = self._subset("preset", self.presets, presets)
         chosen_seeds = self._subset("seed", self.seeds, seeds)
-        return [Cell(self.experiment, p, self.models[p], n, s, lv, self.schedule)
+        return [Cell(self.experiment, p, self.models[p], n, s, lv, self.schedule,
+                     self.build_args)
                 for p in chosen for n in self.n for lv in self.levels for s in chosen_seeds]
 
 
@@ -212,8 +238,10 @@ def load_grid(path: str | Path, presets_path: Optional[str | Path] = None) -> Gr
 
     Raises:
         GridError: the file is unreadable, has an unknown or missing key, a value of the
-            wrong type, a preset that does not exist or belongs to another experiment, or
-            ``n`` given for Experiment 2; the message names the file, the key and the fix.
+            wrong type, a preset that does not exist or belongs to another experiment,
+            ``n`` given for Experiment 2, or ``build_args`` that are not option-value pairs
+            of :data:`BUILD_OPTIONS` (or given for Experiment 2); the message names the file,
+            the key and the fix.
     """
     path = Path(path)
     raw = _read(path)
@@ -279,9 +307,22 @@ def load_grid(path: str | Path, presets_path: Optional[str | Path] = None) -> Gr
     else:
         raise fail(f"schedule = {sched!r}. Fix: \"paper\" (the presets' schedules), "
                    "{epochs = E} or {max_update = U}")
+    build_args = raw.get("build_args", [])
+    if build_args:
+        pairs = list(zip(build_args[::2], build_args[1::2])) if isinstance(build_args, list) \
+            else []
+        if exp != "exp1":
+            raise fail("build_args is given, but only Experiment 1 builds take other component "
+                       "classes. Fix: remove build_args")
+        if (not pairs or len(build_args) % 2 or not all(isinstance(a, str) for a in build_args)
+                or any(k not in BUILD_OPTIONS or v.startswith("-") for k, v in pairs)):
+            raise fail(f"build_args = {build_args!r}. Fix: a list of option-value pairs of "
+                       f"{', '.join(BUILD_OPTIONS)}, e.g. build_args = [\"--component\", "
+                       "\"direction\", \"--restricted\", \"left\"] (the sweep sets --out, "
+                       "--levels, --n and --seed)")
     resources = raw.get("resources", {})
     if not isinstance(resources, dict):
         raise fail("resources must be a table, e.g. [resources] timeout_min = 60")
     return Grid(path=path, experiment=exp, presets=list(names), levels=levels, seeds=seeds,
                 n=sizes, schedule=schedule, title=str(raw.get("title", "")),
-                resources=dict(resources), models=models)
+                resources=dict(resources), models=models, build_args=tuple(build_args))

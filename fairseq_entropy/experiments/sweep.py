@@ -187,7 +187,8 @@ def data_commands(cell: Cell, root: str | os.PathLike) -> List[List[str]]:
     build = cell.build_dir(root)
     if cell.experiment == "exp1":
         b = ["fairseq-entropy", "build", "exp1", "--out", str(build), "--levels",
-             f"{cell.level:g}", "--n", str(cell.n), "--seed", str(cell.seed)]
+             f"{cell.level:g}", "--n", str(cell.n), "--seed", str(cell.seed),
+             *cell.build_args]
     else:
         b = ["fairseq-entropy", "build", "exp2", "--out", str(build), "--support",
              str(int(cell.level)), "--seed", str(cell.seed)]
