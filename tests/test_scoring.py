@@ -135,12 +135,15 @@ def test_score_and_aggregate_cli(tmp_path, capsys):
                      # sample 0 is wrong in the restricted verb's clause only; no output has
                      # 4 tokens, so corpus BLEU has no 4-gram match
                      "clause_accuracy": "0.875000", "correct_except_restricted_clause":
-                     "0.250000", "chrf": rows[0]["chrf"], "bleu": "0.000000"}]
+                     "0.250000", "chrf": rows[0]["chrf"], "bleu": "0.000000",
+                     # exact match per conjunction: "jump and walk" is the one miss
+                     "accuracy_and": "0.500000", "accuracy_after": "1.000000"}]
     assert 80 < float(rows[0]["chrf"]) < 100
     assert (out / "accuracy_vs_entropy.png").read_bytes()[:4] == b"\x89PNG"
     summary = list(csv.DictReader(open(out / "summary.tsv"), delimiter="\t"))
-    assert [(r["mean"], r["clause_accuracy"], r["correct_except_restricted_clause"])
-            for r in summary] == [("0.750000", "0.875000", "0.250000")]
+    assert [(r["mean"], r["clause_accuracy"], r["correct_except_restricted_clause"],
+             r["accuracy_and"], r["accuracy_after"]) for r in summary] == [
+        ("0.750000", "0.875000", "0.250000", "0.500000", "1.000000")]
 
 
 def test_score_records_graded_metrics(tmp_path):

@@ -33,7 +33,7 @@ from . import statistics as st
 SUMMARY_COLUMNS = ("experiment", "preset", "n_train", "checkpoint", "level", "entropy_bits",
                    "mean", "std", "n", "ci_low", "ci_high", "paper_mean", "paper_std", "diff",
                    "tolerance", "agree", "clause_accuracy", "correct_except_restricted_clause",
-                   "chrf", "bleu", "note")
+                   "chrf", "bleu", "accuracy_and", "accuracy_after", "note")
 CURVE_COLUMNS = ("experiment", "model", "train_size", "checkpoint", "levels", "seeds", "rho",
                  "h50", "h50_ci_low", "h50_ci_high", "paper_h50", "note")
 

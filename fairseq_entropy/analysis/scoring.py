@@ -33,9 +33,12 @@ from .statistics import curve_size
 #: columns of ``results.tsv``, one row per score.json
 RESULT_COLUMNS = ("experiment", "preset", "model", "n_train", "level", "entropy_bits",
                   "checkpoint", "seed", "data_seed", "accuracy")
-#: graded metrics of ``score.json`` (its ``graded`` record) carried into ``results.tsv`` and
-#: averaged over seeds in ``summary.tsv``; empty for score files written without them
-GRADED_COLUMNS = ("clause_accuracy", "correct_except_restricted_clause", "chrf", "bleu")
+#: graded metrics of ``score.json`` (its ``graded`` record) and the exact match of the
+#: commands of each conjunction (its ``by_conjunction`` record: ``accuracy_and``,
+#: ``accuracy_after``), carried into ``results.tsv`` and averaged over seeds in
+#: ``summary.tsv``; empty for score files written without them
+GRADED_COLUMNS = ("clause_accuracy", "correct_except_restricted_clause", "chrf", "bleu",
+                  *(f"accuracy_{c}" for c in CONJUNCTIONS))
 #: what identifies a group of runs that differ only by their seed (:func:`group_key`)
 GROUP_COLUMNS = ("experiment", "preset", "n_train", "level", "checkpoint")
 #: checkpoint labels a run is scored with: the last one, and the best on the validation split
@@ -474,7 +477,9 @@ def collect_scores(roots: Iterable[str | os.PathLike]) -> List[dict]:
                 raise ScoreError(f"{f}: unknown checkpoint label {rec['checkpoint']!r}. Fix: "
                                  f"score again with --checkpoint "
                                  f"{' or '.join(CHECKPOINT_LABELS)} --force")
-            graded = rec.get("graded") or {}
+            graded = dict(rec.get("graded") or {})
+            for conj, stats in (rec.get("by_conjunction") or {}).items():
+                graded[f"accuracy_{conj}"] = stats.get("accuracy")
             row = {**{c: rec.get(c) for c in RESULT_COLUMNS},
                    **{c: graded.get(c) for c in GRADED_COLUMNS}, "path": str(f)}
             if rec.get("variant"):
