@@ -379,7 +379,8 @@ class Progress:
     """Progress line at least every :data:`PROGRESS_INTERVAL_S` seconds: cells finished,
     running, elapsed and an estimate of the time left: the mean wall time of the cells that
     trained so far x cells left / workers, less the time since the last cell finished (which
-    the running cells have already worked)."""
+    the running cells have already worked); once the running cells outlast it, how far past
+    the estimate they are."""
 
     def __init__(self, total: int, workers: int, out=None, clock=time.monotonic):
         self.total, self.workers = total, max(workers, 1)
@@ -402,13 +403,15 @@ class Progress:
         elapsed = now - self.start
         trained = [r.wall_s for r in self.results if r.status == "done"]
         left_cells = self.total - len(self.results)
-        left = "?"
+        left = "? s left"
         if trained:
             mean = sum(trained) / len(trained)
-            left = f"~{max(mean * left_cells / self.workers - (now - self.last_finish), 0):.0f}"
+            estimate = mean * left_cells / self.workers - (now - self.last_finish)
+            # past 0: the running cells take longer than the cells before them
+            left = f"~{max(estimate, 0):.0f} s left" + (
+                f" ({-estimate:.0f} s past the estimate)" if estimate < 0 else "")
         return (f"sweep: {len(self.results)}/{self.total} cells finished, "
-                f"{min(left_cells, self.workers)} running, {elapsed:.0f} s elapsed, "
-                f"{left} s left")
+                f"{min(left_cells, self.workers)} running, {elapsed:.0f} s elapsed, {left}")
 
 
 @contextmanager
