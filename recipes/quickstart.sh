@@ -33,6 +33,15 @@ start=$(date +%s)
 # 1. data: entropy-controlled levels, then fairseq binarization with the fixed dictionary
 read -ra build_args <<< "${BUILD_ARGS:-}"
 read -ra binarize_args <<< "${BINARIZE_ARGS:-}"
+# levels and runs are named by seed, level and preset only: an OUT made with other build or
+# binarize arguments would be reused silently, so it is refused
+data_args="BUILD_ARGS=${BUILD_ARGS:-} BINARIZE_ARGS=${BINARIZE_ARGS:-}"
+if [ -f "$out/.data-args" ] && [ "$(cat "$out/.data-args")" != "$data_args" ]; then
+  echo "$out was made with $(cat "$out/.data-args"), not $data_args." \
+       "Fix: choose another OUT, or the same arguments" >&2
+  exit 2
+fi
+mkdir -p "$out" && echo "$data_args" > "$out/.data-args"
 if [ ! -f "$out/data-bin/.done-$seed-$levels" ]; then
   fairseq-entropy build exp1 --out "$out/data/seed$seed" --levels "$levels" --seed "$seed" \
     "${build_args[@]}"

@@ -129,3 +129,11 @@ def test_quickstart_passes_build_and_binarize_arguments(tmp_path):
     row = dict(zip(header, summary[1].split("\t")))
     assert row["experiment"] == "exp1+direction=left+spm23-source"
     assert row["paper_mean"] == "nan"
+    # the same OUT with other arguments is refused before anything is written
+    before = sorted(p.relative_to(out) for p in out.rglob("*"))
+    res = subprocess.run(["bash", str(REPO / "recipes" / "quickstart.sh")], capture_output=True,
+                         text=True, env=dict(env, BINARIZE_ARGS=""))
+    assert res.returncode == 2
+    assert "BINARIZE_ARGS=--spm-vocab 23 --spm-side source, not BUILD_ARGS=" in res.stderr
+    assert "Fix: choose another OUT" in res.stderr
+    assert sorted(p.relative_to(out) for p in out.rglob("*")) == before
