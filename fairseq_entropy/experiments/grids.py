@@ -309,13 +309,14 @@ def load_grid(path: str | Path, presets_path: Optional[str | Path] = None) -> Gr
                    "{epochs = E} or {max_update = U}")
     build_args = raw.get("build_args", [])
     if build_args:
-        pairs = list(zip(build_args[::2], build_args[1::2])) if isinstance(build_args, list) \
-            else []
         if exp != "exp1":
             raise fail("build_args is given, but only Experiment 1 builds take other component "
                        "classes. Fix: remove build_args")
-        if (not pairs or len(build_args) % 2 or not all(isinstance(a, str) for a in build_args)
-                or any(k not in BUILD_OPTIONS or v.startswith("-") for k, v in pairs)):
+        pairs_ok = (isinstance(build_args, list) and len(build_args) % 2 == 0
+                    and all(isinstance(a, str) for a in build_args)
+                    and all(k in BUILD_OPTIONS and not v.startswith("-")
+                            for k, v in zip(build_args[::2], build_args[1::2])))
+        if not pairs_ok:
             raise fail(f"build_args = {build_args!r}. Fix: a list of option-value pairs of "
                        f"{', '.join(BUILD_OPTIONS)}, e.g. build_args = [\"--component\", "
                        "\"direction\", \"--restricted\", \"left\"] (the sweep sets --out, "
