@@ -107,6 +107,43 @@ def test_shapes_and_padding_invariance(scheme):
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
+def test_real_token_pass_equals_the_padded_computation(scheme):
+    """The teacher-forced decoder computes the real target tokens only; its loss and every
+    gradient equal those of the whole padded [B, T] computation (run here through the same
+    layers without packing), and the logits at padding are zero."""
+    model = build(scheme).train()  # dropout 0: deterministic, but the training code path
+    d = model.encoder.dictionary
+    src = random_batch(d, [7, 3, 5], left_pad=True, seed=4)
+    prev = random_batch(d, [9, 2, 5], left_pad=False, seed=5)
+    prev[:, 0] = d.eos()
+    target = random_batch(d, [9, 2, 5], left_pad=False, seed=6)
+    real = prev.ne(d.pad())
+
+    def loss_and_grads(logits):
+        loss = torch.nn.functional.cross_entropy(logits[real], target[real], reduction="sum")
+        model.zero_grad()
+        loss.backward()
+        return loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters()
+                               if p.grad is not None}
+
+    enc = model.encoder(src, torch.tensor([7, 3, 5]))
+    packed, _ = model.decoder(prev, enc)
+    assert torch.count_nonzero(packed[~real]) == 0
+    loss, grads = loss_and_grads(packed)
+
+    dec = model.decoder
+    enc = model.encoder(src, torch.tensor([7, 3, 5]))
+    pos = token_positions(prev, d.pad())
+    padded = dec.output_layer(dec._layers(dec.stack.embed(prev, pos), pos, enc))
+    ref_loss, ref_grads = loss_and_grads(padded)
+    assert torch.allclose(packed[real], padded[real], atol=1e-5)
+    assert torch.allclose(loss, ref_loss, rtol=1e-5)
+    assert grads.keys() == ref_grads.keys()
+    for name, g in grads.items():
+        assert torch.allclose(g, ref_grads[name], atol=1e-5, rtol=1e-4), name
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
 def test_incremental_decoding_matches_full_forward(scheme):
     model = build(scheme)
     d = model.encoder.dictionary

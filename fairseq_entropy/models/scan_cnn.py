@@ -47,17 +47,10 @@ from fairseq.modules import GradMultiply
 from fairseq.utils import safe_getattr
 from torch import Tensor
 
+from ..modules.packing import real_rows, unpack_rows
 from ..modules.positions import AbsolutePositions, token_positions
 
 SQRT_HALF = math.sqrt(0.5)
-
-
-def _unpack(x: Tensor, rows: Tensor, shape) -> Tensor:
-    """Scatter the rows ``x [n, D]`` of the real tokens back to a zero-padded ``[B, T, D]``
-    (``rows [n]``: their indices in the flattened ``[B * T]`` batch; ``shape``: (B, T))."""
-    bsz, length = shape
-    out = x.new_zeros(bsz * length, x.size(-1)).index_copy(0, rows, x)
-    return out.view(bsz, length, -1)
 
 
 @dataclass
@@ -263,7 +256,7 @@ class ScanCNNDecoder(FairseqIncrementalDecoder):
         rows, x, attn = self._packed_features(prev_output_tokens, encoder_out)
         if not features_only:
             x = self.output_layer(x)
-        return _unpack(x, rows, prev_output_tokens.shape), {"attn": [attn]}
+        return unpack_rows(x, rows, prev_output_tokens.shape), {"attn": [attn]}
 
     def extract_features(self, prev_output_tokens: Tensor, encoder_out=None,
                          incremental_state=None, **kwargs) -> Tuple[Tensor, Tensor]:
@@ -272,7 +265,7 @@ class ScanCNNDecoder(FairseqIncrementalDecoder):
         if incremental_state is not None:
             return self._step(prev_output_tokens, encoder_out, incremental_state)
         rows, x, attn = self._packed_features(prev_output_tokens, encoder_out)
-        return _unpack(x, rows, prev_output_tokens.shape), attn
+        return unpack_rows(x, rows, prev_output_tokens.shape), attn
 
     @staticmethod
     def _source(encoder_out) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
@@ -298,9 +291,8 @@ class ScanCNNDecoder(FairseqIncrementalDecoder):
         features ``[n, H]`` and the attention weights averaged over layers ``[B, T, S]``.
         """
         bsz, tgt_len = prev_output_tokens.shape
-        real = prev_output_tokens.ne(self.padding_idx)
         pos = token_positions(prev_output_tokens, self.padding_idx)
-        rows = real.reshape(-1).nonzero().squeeze(1)
+        rows = real_rows(prev_output_tokens, self.padding_idx)
         tokens = prev_output_tokens.reshape(-1).index_select(0, rows)
         rank = pos.reshape(-1).index_select(0, rows)
         # window slot j of row r reads row r - (k-1) + j of the same sentence, or the zero row
@@ -312,14 +304,14 @@ class ScanCNNDecoder(FairseqIncrementalDecoder):
         keys, values, src_pad, scale = self._source(encoder_out)
         target_embed = self.dropout(self.embed_tokens(tokens) + self.positions(rank))
         h = self.in_proj(target_embed)
-        padded_embed = _unpack(target_embed, rows, (bsz, tgt_len))
+        padded_embed = unpack_rows(target_embed, rows, (bsz, tgt_len))
         attn_sum = None
         for layer, attention in zip(self.layers, self.attention):
             residual = layer.residual(h)
             conv_in = layer.dropout(h)
             table = torch.cat([conv_in.new_zeros(1, conv_in.size(1)), conv_in])
             a = layer.gate_rows(table[windows])
-            mixed, weights = attention(_unpack(a, rows, (bsz, tgt_len)), padded_embed, keys,
+            mixed, weights = attention(unpack_rows(a, rows, (bsz, tgt_len)), padded_embed, keys,
                                        values, src_pad, scale)
             a = mixed.view(bsz * tgt_len, -1).index_select(0, rows)
             h = (a + residual) * SQRT_HALF

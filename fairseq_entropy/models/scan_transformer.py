@@ -13,7 +13,7 @@ relative (DeBERTa disentangled attention) or rope.
 """
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import torch.nn as nn
 import torch.nn.functional as F
@@ -26,6 +26,7 @@ from omegaconf import II
 from torch import Tensor
 
 from ..modules.attention import MultiheadAttention, truncated_normal_
+from ..modules.packing import pack_rows, real_rows, unpack_rows
 from ..modules.positions import (POSITION_ENCODINGS, ROPE_VARIANTS, AbsolutePositions,
                                  RelativePositions, RotaryPositions, token_positions)
 
@@ -166,7 +167,8 @@ class ScanTransformerEncoder(FairseqEncoder):
 class ScanTransformerDecoder(FairseqIncrementalDecoder):
     """Decoder: ``forward(prev_output_tokens [B, T], encoder_out, incremental_state)
     -> (logits [B, T, V], {"attn": [None]})``; with ``incremental_state`` only the last
-    position is computed, reusing cached keys and values."""
+    position is computed, reusing cached keys and values.  The teacher-forced pass computes
+    the real (right-padded) target tokens only and returns zero logits at padding."""
 
     def __init__(self, args, dictionary, encoder: ScanTransformerEncoder):
         super().__init__(dictionary)
@@ -180,19 +182,26 @@ class ScanTransformerDecoder(FairseqIncrementalDecoder):
 
     def forward(self, prev_output_tokens: Tensor, encoder_out=None, incremental_state=None,
                 features_only: bool = False, **kwargs):
-        x = self.extract_features(prev_output_tokens, encoder_out, incremental_state)
+        if incremental_state is not None:
+            x = self._step(prev_output_tokens, encoder_out, incremental_state)
+            return (x if features_only else self.output_layer(x)), {"attn": [None]}
+        rows, x = self._packed_features(prev_output_tokens, encoder_out)
         if not features_only:
             x = self.output_layer(x)
-        return x, {"attn": [None]}
+        return unpack_rows(x, rows, prev_output_tokens.shape), {"attn": [None]}
 
     def extract_features(self, prev_output_tokens, encoder_out=None, incremental_state=None,
-                         **kwargs):
-        s = self.stack
-        pos = token_positions(prev_output_tokens, s.padding_idx)
-        tokens = prev_output_tokens
+                         **kwargs) -> Tensor:
+        """Decoder features ``[B, T, d]`` after the final norm (zero at padding); with
+        ``incremental_state``, ``[B, 1, d]`` of the last position."""
         if incremental_state is not None:
-            tokens, pos = tokens[:, -1:], pos[:, -1:]
-        x = s.embed(tokens, pos)
+            return self._step(prev_output_tokens, encoder_out, incremental_state)
+        rows, x = self._packed_features(prev_output_tokens, encoder_out)
+        return unpack_rows(x, rows, prev_output_tokens.shape)
+
+    def _layers(self, x: Tensor, pos: Tensor, encoder_out, incremental_state=None,
+                rows: Optional[Tensor] = None) -> Tensor:
+        s = self.stack
         enc = encoder_out["encoder_out"][0]
         enc_mask = encoder_out["encoder_padding_mask"][0]
         src_pos = encoder_out["src_positions"][0]
@@ -200,14 +209,42 @@ class ScanTransformerDecoder(FairseqIncrementalDecoder):
             h = layer.self_norm(x)
             x = x + layer.dropout(layer.self_attn(
                 h, causal=True, q_pos=pos, rope=s.rope, rel_q=s.relative, rel_k=s.relative,
-                incremental_state=incremental_state))
+                incremental_state=incremental_state, rows=rows))
             h = layer.cross_norm(x)
             x = x + layer.dropout(layer.cross_attn(
                 h, enc, key_padding_mask=enc_mask, q_pos=pos, k_pos=src_pos, rope=s.rope,
                 rel_q=s.relative, rel_k=self.source_relative,
-                incremental_state=incremental_state))
+                incremental_state=incremental_state, rows=rows))
             x = x + layer.dropout(layer.ffn(layer.ffn_norm(x)))
         return s.final_norm(x)
+
+    def _packed_features(self, prev_output_tokens: Tensor, encoder_out) -> Tuple[Tensor, Tensor]:
+        """The teacher-forced pass over every position, computed on the real tokens only.
+
+        The batch's n real target tokens (right-padded, as fairseq batches targets) are
+        stacked into ``[n, d]`` rows, so padding costs no embedding, projection, feed-forward,
+        norm, dropout or classifier work; only the attention scores and weighted sums run on
+        the padded ``[B, T]`` layout, where the causal mask keeps every real query away from
+        the pad keys after it.  The result equals the padded computation at every real
+        position.
+
+        Returns ``rows [n]`` (indices of the real tokens in the flattened ``[B * T]`` batch) and
+        features ``[n, d]``.
+        """
+        s = self.stack
+        pos = token_positions(prev_output_tokens, s.padding_idx)
+        rows = real_rows(prev_output_tokens, s.padding_idx)
+        x = s.embed(pack_rows(prev_output_tokens.unsqueeze(-1), rows).squeeze(-1),
+                    pack_rows(pos.unsqueeze(-1), rows).squeeze(-1))
+        return rows, self._layers(x, pos, encoder_out, rows=rows)
+
+    def _step(self, prev_output_tokens: Tensor, encoder_out, incremental_state) -> Tensor:
+        """One incremental decoding step: features ``[B, 1, d]`` of the last position,
+        reusing the cached keys and values."""
+        s = self.stack
+        pos = token_positions(prev_output_tokens, s.padding_idx)[:, -1:]
+        x = s.embed(prev_output_tokens[:, -1:], pos)
+        return self._layers(x, pos, encoder_out, incremental_state)
 
     def output_layer(self, features: Tensor) -> Tensor:
         return self.output_projection(features)

@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from fairseq.incremental_decoding_utils import with_incremental_state
 from torch import Tensor
 
+from .packing import pack_rows, unpack_rows
 from .positions import RelativePositions, RotaryPositions
 
 
@@ -42,6 +43,12 @@ class MultiheadAttention(nn.Module):
     ``forward(query [B, Tq, d], key_value [B, Tk, d] or None, key_padding_mask [B, Tk] bool
     (True = pad) or None, causal, q_pos [B, Tq], k_pos [B, Tk], rope, rel_q, rel_k,
     incremental_state) -> [B, Tq, d]``.
+
+    With ``rows [n]`` (:func:`~fairseq_entropy.modules.packing.real_rows` of the queries'
+    ``[B, Tq]`` batch), ``query`` is the ``[n, d]`` stack of the real query tokens and the
+    result is ``[n, d]``: the projections run on the real tokens only and just the scores
+    and weighted sums on the padded layout (the queries' pad rows are zero there and are
+    dropped; ``q_pos`` stays ``[B, Tq]``).
 
     The softmax and weighted sum run in ``torch.nn.functional.scaled_dot_product_attention``
     (dropout ``dropout`` on the probabilities while training); the relative scheme's terms are
@@ -77,16 +84,28 @@ class MultiheadAttention(nn.Module):
                 rope: Optional[RotaryPositions] = None,
                 rel_q: Optional[RelativePositions] = None,
                 rel_k: Optional[RelativePositions] = None,
-                incremental_state: Optional[Dict[str, Dict[str, Optional[Tensor]]]] = None
-                ) -> Tensor:
-        q = self._heads(self.q_proj(query))
+                incremental_state: Optional[Dict[str, Dict[str, Optional[Tensor]]]] = None,
+                rows: Optional[Tensor] = None) -> Tensor:
+        if rows is None:
+            def heads(x: Tensor) -> Tensor:
+                return self._heads(x)
+        else:
+            if incremental_state is not None or q_pos is None:
+                raise ValueError("packed rows need q_pos [B, Tq] and are for the "
+                                 "teacher-forced pass, not for incremental decoding")
+            shape = tuple(q_pos.shape)
+
+            def heads(x: Tensor) -> Tensor:
+                return self._heads(unpack_rows(x, rows, shape))
+        bsz = q_pos.shape[0] if rows is not None else query.shape[0]
+        q = heads(self.q_proj(query))
         if rope is not None:
             q = rope(q, q_pos)
         cache = self.get_incremental_state(incremental_state, "attn") \
             if incremental_state is not None else None
         if self.self_attention:
-            k = self._heads(self.k_proj(query))
-            v = self._heads(self.v_proj(query))
+            k = heads(self.k_proj(query))
+            v = heads(self.v_proj(query))
             if rope is not None:
                 k = rope(k, q_pos)
             k_pos = q_pos
@@ -129,7 +148,9 @@ class MultiheadAttention(nn.Module):
             mask = ~blocked
         out = F.scaled_dot_product_attention(
             q, k, v, attn_mask=mask, dropout_p=self.dropout.p if self.training else 0.0)
-        out = out.transpose(1, 2).reshape(query.shape[0], tq, self.dim)
+        out = out.transpose(1, 2).reshape(bsz, tq, self.dim)
+        if rows is not None:
+            out = pack_rows(out, rows)
         return self.out_proj(out)
 
     def _relative_scores(self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor,
