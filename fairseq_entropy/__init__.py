@@ -30,6 +30,22 @@ _logging.getLogger("fairseq.tasks.text_to_speech").addFilter(_DropTensorboardXNo
 
 import os as _os  # noqa: E402
 import sys as _sys  # noqa: E402
+import warnings as _warnings  # noqa: E402
+
+
+def _quiet_fairseq_deprecations() -> None:
+    """Ignore the deprecation warnings that fairseq's own calls raise in every run (hydra's
+    experimental initialize/compose API, its strict flag and schema matching; the
+    ``torch.cuda.amp.autocast`` of fairseq's train step; the ``pin_memory`` its data loaders
+    ask for on a machine without an accelerator): about 25 lines at the top of every train
+    and generate log that no user setting can fix.  Warnings from other code stay."""
+    _warnings.filterwarnings("ignore", module=r"hydra\.")
+    _warnings.filterwarnings("ignore", category=UserWarning,
+                             message=r"\s*'config' is validated against ConfigStore schema")
+    _warnings.filterwarnings("ignore", category=FutureWarning, module=r"fairseq\.",
+                             message=r"`torch\.cuda\.amp\.autocast")
+    _warnings.filterwarnings("ignore", category=UserWarning, module=r"torch\.utils\.data\.",
+                             message=r"'pin_memory' argument is set as true but no accelerator")
 
 
 def register() -> None:
@@ -50,4 +66,5 @@ def _started_as_cli() -> bool:
 
 
 if not _started_as_cli():
+    _quiet_fairseq_deprecations()
     register()

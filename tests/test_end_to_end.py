@@ -56,6 +56,9 @@ def test_recipe_trains_decodes_and_scores(trained):
     assert "controlled slot second, target 3.0 bits" in log  # task logs the manifest
     gen = (run_dir / "generate-last.txt").read_text()
     assert gen.count("\nH-") + gen.startswith("H-") == 48
+    # fairseq's own deprecation warnings (hydra, torch.cuda.amp) are kept out of the logs
+    for name in ("train.log", "generate-last.log"):
+        assert "Warning" not in (run_dir / name).read_text(), name
 
 
 def test_checkpoint_restores_in_train_and_interactive(trained):
