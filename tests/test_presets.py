@@ -176,5 +176,12 @@ def test_train_size_reads_the_index_header_as_fairseq_counts(tmp_path):
     (level / "train.in-out.in.idx").write_bytes(b"not an index")
     with pytest.raises(PresetError, match=r"train.in-out.in.idx is not a fairseq mmap index"):
         train_size(level)
+    (tmp_path / "empty").mkdir()
     with pytest.raises(PresetError, match=r"idx not found. Fix: binarize"):
+        train_size(tmp_path / "empty")
+    # the folder above the levels (as `binarize` writes them) names its level folders
+    with pytest.raises(PresetError, match=rf"{tmp_path}/train.in-out.in.idx not found: "
+                                          rf"{tmp_path} holds binarized levels \(bin\), not "
+                                          rf"one level. Fix: pass one level folder, e.g. "
+                                          rf"{tmp_path}/bin"):
         train_size(tmp_path)

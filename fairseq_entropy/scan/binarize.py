@@ -62,6 +62,15 @@ def read_mmap_index(prefix: str | os.PathLike) -> Tuple[np.dtype, np.ndarray, np
         with open(path, "rb") as f:
             blob = f.read()
     except OSError:
+        folder, name = os.path.split(path)
+        levels = sorted(entry.name for entry in os.scandir(folder or ".")
+                        if entry.is_dir() and os.path.isfile(os.path.join(entry.path, name))) \
+            if os.path.isdir(folder or ".") else []
+        if levels:
+            shown = ", ".join(os.path.join(folder, lv) for lv in levels[:4])
+            raise BinarizeError(f"{path} not found: {folder} holds binarized levels "
+                                f"({', '.join(levels)}), not one level. Fix: pass one level "
+                                f"folder, e.g. {shown}") from None
         raise BinarizeError(f"{path} not found. Fix: binarize the level first "
                             "(fairseq-entropy binarize)") from None
     if len(blob) < 26 or blob[:9] != _MMAP_MAGIC or \
