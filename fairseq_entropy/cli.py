@@ -197,7 +197,9 @@ def build_parser() -> argparse.ArgumentParser:
     sc.add_argument("--force", action="store_true", help="replace an existing score.json")
 
     a = sub.add_parser("aggregate", help="results.tsv, summary and plot from score.json files")
-    a.add_argument("roots", nargs="+")
+    a.add_argument("roots", nargs="+", help="run directories (searched for score.json), "
+                   "score.json files, or results.tsv files of earlier aggregates (to add new "
+                   "seeds or levels to committed results)")
     a.add_argument("--out", required=True)
 
     t = sub.add_parser("train-args", help="print fairseq-train arguments of a preset")

@@ -353,6 +353,40 @@ def test_aggregate_refuses_duplicates_unknown_labels_and_missing_provenance(tmp_
     assert not (tmp_path / "r").exists()
 
 
+def test_aggregate_reads_an_earlier_results_tsv(tmp_path, capsys):
+    runs = tmp_path / "runs"
+    write_score_json(runs / "a/score.json", accuracy=0.5)
+    write_score_json(runs / "b/score.json", level="entropy_1.0", entropy_bits=1.0,
+                     accuracy=0.25)
+    assert cli(["aggregate", str(runs), "--out", str(tmp_path / "old")]) == 0
+    old = tmp_path / "old" / "results.tsv"
+    # the round trip: the committed table alone aggregates to the same table
+    assert cli(["aggregate", str(old), "--out", str(tmp_path / "again")]) == 0
+    assert (tmp_path / "again" / "results.tsv").read_text() == old.read_text()
+    # a new seed beside the committed table: 3-bit mean (0.5 + 0.7) / 2, 1-bit level kept
+    write_score_json(tmp_path / "new/score.json", seed=2, accuracy=0.7)
+    assert cli(["aggregate", str(old), str(tmp_path / "new"), "--out",
+                str(tmp_path / "both")]) == 0
+    got = {r["level"]: (r["mean"], r["n"]) for r in summary_rows(tmp_path / "both")}
+    assert got == {"entropy_3.0": ("0.600000", "2"), "entropy_1.0": ("0.250000", "1")}
+    # a seed that is in both the table and a run directory is refused, naming the line
+    assert cli(["aggregate", str(old), str(runs / "a"), "--out", str(tmp_path / "dup")]) == 2
+    err = capsys.readouterr().err
+    assert f"{runs / 'a/score.json'} and {old}:" in err and "are both seed 1" in err
+    # a table from elsewhere, or a damaged line, names the file and line
+    lines = old.read_text().splitlines()
+    bad = tmp_path / "bad.tsv"
+    cells = lines[1].split("\t")
+    cells[lines[0].split("\t").index("accuracy")] = "n/a"
+    bad.write_text("\n".join([lines[0], "\t".join(cells)]) + "\n")
+    assert cli(["aggregate", str(bad), "--out", str(tmp_path / "x")]) == 2
+    assert f"{bad}:2: accuracy 'n/a' is not a number" in capsys.readouterr().err
+    bad.write_text("experiment\tlevel\taccuracy\nexp1\tentropy_3.0\t0.5\n")
+    assert cli(["aggregate", str(bad), "--out", str(tmp_path / "x")]) == 2
+    assert f"{bad}:1: missing column(s) preset, model, n_train" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists() and not (tmp_path / "dup").exists()
+
+
 def paper_rows(experiment, model, size):
     rows = [line.split("\t") for line in
             (REPO / "fairseq_entropy/data/paper_results.tsv").read_text().splitlines()

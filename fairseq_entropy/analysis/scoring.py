@@ -446,11 +446,63 @@ def paper_curve(experiment: str, model: str, n_train: Optional[int]) -> List[dic
             and (experiment != "exp1" or p["train_size"] == str(n_train))]
 
 
+#: types of the result columns read back from a ``results.tsv`` (the others are strings)
+_RESULT_TYPES = {"n_train": int, "entropy_bits": float, "seed": int, "data_seed": int,
+                 "accuracy": float, **{c: float for c in GRADED_COLUMNS}}
+
+
+def read_results_tsv(path: str | os.PathLike) -> List[dict]:
+    """The rows of a ``results.tsv`` that :func:`aggregate` wrote, as result rows (see
+    :func:`collect_scores`; ``path`` is ``FILE:LINE``), so that committed results can be
+    aggregated together with new runs.  Graded columns the file lacks (older aggregates)
+    are None.
+
+    Raises:
+        ScoreError: the file lacks a column of :data:`RESULT_COLUMNS`, a value does not parse,
+            or a checkpoint label is unknown; names the file, line and fix.
+    """
+    try:
+        lines = read_lines(path)
+    except DataFormatError as e:
+        raise ScoreError(str(e)) from None
+    reader = csv.DictReader(lines, delimiter="\t")
+    missing = [c for c in RESULT_COLUMNS if c not in (reader.fieldnames or [])]
+    if missing:
+        raise ScoreError(f"{path}:1: missing column(s) {', '.join(missing)}. Fix: pass a "
+                         "results.tsv written by fairseq-entropy aggregate, or the run "
+                         "directories themselves")
+    rows = []
+    for lineno, rec in enumerate(reader, start=2):
+        row = {}
+        for c in RESULT_COLUMNS + GRADED_COLUMNS:
+            value = rec.get(c)
+            if value in (None, ""):
+                if c in RESULT_COLUMNS and c not in ("entropy_bits", "data_seed"):
+                    raise ScoreError(f"{path}:{lineno}: empty {c}. Fix: restore the line "
+                                     "from the run's score.json, or drop the line")
+                row[c] = None
+                continue
+            try:
+                row[c] = _RESULT_TYPES.get(c, str)(value)
+            except ValueError:
+                raise ScoreError(f"{path}:{lineno}: {c} {value!r} is not a number. Fix: "
+                                 "restore the line from the run's score.json") from None
+        if row["checkpoint"] not in CHECKPOINT_LABELS:
+            raise ScoreError(f"{path}:{lineno}: unknown checkpoint label "
+                             f"{row['checkpoint']!r}. Fix: use "
+                             f"{' or '.join(CHECKPOINT_LABELS)}")
+        row["path"] = f"{path}:{lineno}"
+        rows.append(row)
+    return rows
+
+
 def collect_scores(roots: Iterable[str | os.PathLike]) -> List[dict]:
     """Every ``score.json`` under ``roots`` as result rows (columns :data:`RESULT_COLUMNS`,
     :data:`GRADED_COLUMNS` (None when the file has no graded metrics) and ``path``, the file
     it came from).  A score of a data variant (:func:`data_variant`) gets the experiment
-    ``<experiment>+<variant>``, a curve of its own without paper values.
+    ``<experiment>+<variant>``, a curve of its own without paper values.  A root that is a
+    ``.tsv`` file is read as an earlier aggregate's ``results.tsv``
+    (:func:`read_results_tsv`).
 
     Raises:
         ScoreError: an unreadable score file, one without the provenance an aggregate needs,
@@ -460,7 +512,11 @@ def collect_scores(roots: Iterable[str | os.PathLike]) -> List[dict]:
     for root in roots:
         root = Path(root)
         if not root.exists():
-            raise ScoreError(f"{root}: not found. Fix: pass run directories or score.json files")
+            raise ScoreError(f"{root}: not found. Fix: pass run directories, score.json "
+                             "files or results.tsv files")
+        if root.is_file() and root.suffix == ".tsv":
+            rows.extend(read_results_tsv(root))
+            continue
         files = [root] if root.is_file() else sorted(root.rglob("score.json"))
         for f in files:
             try:
