@@ -15,10 +15,12 @@ def make(params, **overrides):
     return TorchAdamW(cfg, params)
 
 
-def test_two_steps_match_adamw_computed_by_hand():
+@pytest.mark.parametrize("fused", [False, True])
+def test_two_steps_match_adamw_computed_by_hand(fused):
     lr, wd, (b1, b2), eps = 0.1, 0.01, (0.9, 0.98), 1e-8
     w = torch.nn.Parameter(torch.tensor([1.0, -2.0]))
-    opt = make([w], adam_betas="(0.9,0.98)", weight_decay=wd)
+    opt = make([w], adam_betas="(0.9,0.98)", weight_decay=wd, adamw_fused=fused)
+    assert opt.optimizer.defaults["fused"] is (True if fused else None)
     grads = [torch.tensor([0.5, -1.0]), torch.tensor([0.25, 3.0])]
     expected, m, v = [1.0, -2.0], [0.0, 0.0], [0.0, 0.0]
     for t, g in enumerate(grads, start=1):

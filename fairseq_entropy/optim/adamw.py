@@ -5,8 +5,9 @@ Adam with decoupled weight decay).  fairseq's ``adam`` is the same algorithm wit
 differences: its epsilon is added to sqrt(v) before the bias correction (``torch.optim.AdamW``
 adds it after, i.e. fairseq's epsilon is eps / sqrt(1 - beta2^t) in AdamW's terms, which
 matters only while sqrt(v) is near eps), and it updates the parameters one tensor at a time
-in Python.  This optimizer runs PyTorch's multi-tensor (``foreach``) implementation, which for
-the paper's small models on a CPU spends a fraction of the time per update; the gradient
+in Python.  This optimizer runs PyTorch's multi-tensor (``foreach``) implementation, or with
+``--adamw-fused`` its fused kernel, which for the paper's small models on a CPU spend a
+fraction of the time per update; the gradient
 scaling, clipping and zeroing that fairseq's ``Trainer`` asks of the optimizer run as
 multi-tensor operations too (same results as fairseq's per-tensor loops).
 """
@@ -36,6 +37,11 @@ class TorchAdamWConfig(FairseqDataclass):
     foreach: bool = field(default=True, metadata={
         "help": "PyTorch's multi-tensor implementation (the same arithmetic as the per-tensor "
                 "loop, fewer kernel launches)"})
+    adamw_fused: bool = field(default=False, metadata={
+        "help": "PyTorch's fused AdamW kernel (CPU or CUDA) instead of --foreach: one pass "
+                "over each parameter, about 4x faster steps on a CPU core; the same update up "
+                "to float rounding (about 1e-7 relative), so runs are not bit-identical to "
+                "--foreach runs"})
     lr: List[float] = II("optimization.lr")
 
 
@@ -64,8 +70,9 @@ class TorchAdamW(FairseqOptimizer):
 
     def __init__(self, cfg: TorchAdamWConfig, params):
         super().__init__(cfg)
-        self._optimizer = torch.optim.AdamW(params, foreach=bool(cfg.foreach),
-                                            **self.optimizer_config)
+        impl = {"fused": True} if getattr(cfg, "adamw_fused", False) else \
+            {"foreach": bool(cfg.foreach)}
+        self._optimizer = torch.optim.AdamW(params, **impl, **self.optimizer_config)
 
     @property
     def optimizer_config(self):
