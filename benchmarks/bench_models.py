@@ -4,7 +4,9 @@ For each preset of the packaged presets file whose ``--arch`` is registered, pri
 
 - ``params``: trainable parameters (on the Experiment 1 dictionary);
 - ``tgt tok/s`` and ``real``: real target tokens trained on per second (padding not counted)
-  and the share of the computed target positions that are real tokens;
+  and the share of real tokens among the target positions of the batches as the task hands
+  them to the model (after ``--length-chunks``); the Transformer and CNN decoders then run
+  their position-wise layers on the real tokens only, and only attention on that layout;
 - ``upd/s``: training updates per second at the preset's batch size, measured through fairseq's
   ``Trainer.train_step`` with the preset's own optimiser, schedule and criterion (for the RNN:
   teacher-forcing ratio 0, the decoder unrolled on its own predictions);
@@ -90,8 +92,8 @@ def build_trainer(preset_name: str, data: Path, extra_args=()):
 def measure_training(preset_name: str, data: Path, seconds: float, save_to: Path,
                      extra_args=()):
     """Time ``Trainer.train_step`` for the preset (plus ``extra_args``) and save a checkpoint
-    for decoding.  Returns (params, updates/s, real target tokens/s, share of the computed
-    target positions that are real tokens rather than padding)."""
+    for decoding.  Returns (params, updates/s, real target tokens/s, share of the target
+    positions of the (chunked) batches that are real tokens rather than padding)."""
     from fairseq_entropy.tasks.systematicity import split_by_length
 
     trainer, batches, params = build_trainer(preset_name, data, extra_args)
