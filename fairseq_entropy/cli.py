@@ -188,8 +188,10 @@ def build_parser() -> argparse.ArgumentParser:
                     "preset of the checkpoint's architecture and the data's experiment)")
     sc.add_argument("--model", help="model name (default: the preset's)")
     sc.add_argument("--seed", type=_seed, help="training seed (default: the checkpoint's)")
-    sc.add_argument("--checkpoint", default="last", choices=["last", "best"],
-                    help="which checkpoint was decoded")
+    sc.add_argument("--checkpoint", default="last", choices=["last", "best", "test-loss"],
+                    help="which checkpoint was decoded: the last, the best on validation "
+                    "(seq_acc), or the one with the lowest test loss (the paper authors' "
+                    "selection, recipes/train_level.sh with SELECT=test-loss)")
     sc.add_argument("--path", help="the checkpoint that was decoded (default: "
                     "checkpoints/checkpoint_<label>.pt beside the generate output, if present)")
     sc.add_argument("--split", default="test", help="split that was decoded; the output must "

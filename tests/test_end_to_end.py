@@ -79,6 +79,46 @@ def test_checkpoint_restores_in_train_and_interactive(trained):
     assert "H-0\t" in res.stdout
 
 
+def test_authors_selection_scores_the_lowest_test_loss_and_trains_the_same(trained):
+    """SELECT=test-loss validates on the test split too and scores the checkpoint with the
+    lowest test loss (the paper authors' selection) as "test-loss"; the training itself is
+    unchanged: the last checkpoint's weights equal those of the plain run."""
+    import torch
+
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+               OMP_NUM_THREADS="1", DEVICE="cpu", MAX_UPDATE="30", GEN_BATCH="64",
+               SELECT="test-loss")
+    run_dir = trained / "run_test_loss"
+    res = subprocess.run(["bash", str(REPO / "recipes" / "train_level.sh"),
+                          "exp1_transformer_sinusoidal", str(trained / "bin" / "entropy_3.0"),
+                          str(run_dir)], capture_output=True, text=True, env=env)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    log = (run_dir / "train.log").read_text()
+    test_losses = [float(line.split("| loss ")[1].split()[0]) for line in log.splitlines()
+                   if "valid on 'test' subset" in line]
+    assert len(test_losses) == 3  # 320 commands: 10 updates an epoch, 30 updates
+    chosen = json.loads((run_dir / "test-loss" / "score.json").read_text())
+    assert chosen["checkpoint"] == "test-loss" and chosen["n"] == 48
+    assert chosen["checkpoint_path"].endswith("checkpoint_best.pt")
+    best = torch.load(run_dir / "checkpoints" / "checkpoint_best.pt", weights_only=True)
+    # the checkpoint of the epoch with the lowest test loss (as the log prints it, 3 decimals)
+    epoch = 1 + test_losses.index(min(test_losses))
+    assert best["optimizer_history"][-1]["num_updates"] == 10 * epoch
+    assert round(best["extra_state"]["val_loss"], 3) == min(test_losses)
+    assert not (run_dir / "best").exists()
+    mine = torch.load(run_dir / "checkpoints" / "checkpoint_last.pt", weights_only=True)
+    plain = torch.load(trained / "run" / "checkpoints" / "checkpoint_last.pt",
+                       weights_only=True)
+    assert mine["model"].keys() == plain["model"].keys()
+    for name, w in plain["model"].items():
+        assert torch.equal(mine["model"][name], w), name
+    res = subprocess.run(["bash", str(REPO / "recipes" / "train_level.sh"),
+                          "exp1_transformer_sinusoidal", str(trained / "bin" / "entropy_3.0"),
+                          str(trained / "run_typo")], capture_output=True, text=True,
+                         env=dict(env, SELECT="test"))
+    assert res.returncode == 2 and "SELECT=test: expected valid or test-loss" in res.stderr
+
+
 def test_aggregate_of_the_run(trained, tmp_path):
     res = run(["fairseq-entropy", "aggregate", str(trained / "run"), "--out", str(tmp_path)])
     assert "transformer_sinusoidal" in res.stdout and "entropy_3.0" in res.stdout
