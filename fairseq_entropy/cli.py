@@ -90,6 +90,7 @@ def _progress(items, desc: str, unit: str, total=None):
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
+    from .analysis.scoring import CHECKPOINT_LABELS
     from .scan.builders import AUTHORS_SUPPORT_ORDER
     from .scan.grammar import PAPER_VERBS
 
@@ -188,7 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "preset of the checkpoint's architecture and the data's experiment)")
     sc.add_argument("--model", help="model name (default: the preset's)")
     sc.add_argument("--seed", type=_seed, help="training seed (default: the checkpoint's)")
-    sc.add_argument("--checkpoint", default="last", choices=["last", "best", "test-loss"],
+    sc.add_argument("--checkpoint", default="last", choices=CHECKPOINT_LABELS,
                     help="which checkpoint was decoded: the last, the best on validation "
                     "(seq_acc), or the one with the lowest test loss (the paper authors' "
                     "selection, recipes/train_level.sh with SELECT=test-loss)")

@@ -33,6 +33,8 @@ from .statistics import curve_size
 #: columns of ``results.tsv``, one row per score.json
 RESULT_COLUMNS = ("experiment", "preset", "model", "n_train", "level", "entropy_bits",
                   "checkpoint", "seed", "data_seed", "accuracy")
+#: result columns a score may lack (None in its row)
+OPTIONAL_RESULT_COLUMNS = ("entropy_bits", "data_seed")
 #: graded metrics of ``score.json`` (its ``graded`` record) and the exact match of the
 #: commands of each conjunction (its ``by_conjunction`` record: ``accuracy_and``,
 #: ``accuracy_after``), carried into ``results.tsv`` and averaged over seeds in
@@ -481,7 +483,7 @@ def read_results_tsv(path: str | os.PathLike) -> List[dict]:
         for c in RESULT_COLUMNS + GRADED_COLUMNS:
             value = rec.get(c)
             if value in (None, ""):
-                if c in RESULT_COLUMNS and c not in ("entropy_bits", "data_seed"):
+                if c in RESULT_COLUMNS and c not in OPTIONAL_RESULT_COLUMNS:
                     raise ScoreError(f"{path}:{lineno}: empty {c}. Fix: restore the line "
                                      "from the run's score.json, or drop the line")
                 row[c] = None
@@ -528,7 +530,7 @@ def collect_scores(roots: Iterable[str | os.PathLike]) -> List[dict]:
             except DataFormatError as e:
                 raise ScoreError(str(e)) from None
             missing = [c for c in RESULT_COLUMNS
-                       if c not in ("entropy_bits", "data_seed") and rec.get(c) is None]
+                       if c not in OPTIONAL_RESULT_COLUMNS and rec.get(c) is None]
             if missing:
                 raise ScoreError(f"{f}: missing {', '.join(missing)}. Fix: score again with "
                                  "fairseq-entropy score --data LEVEL_DIR --preset NAME "

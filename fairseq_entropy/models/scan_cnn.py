@@ -47,7 +47,7 @@ from fairseq.modules import GradMultiply
 from fairseq.utils import safe_getattr
 from torch import Tensor
 
-from ..modules.packing import real_rows, unpack_rows
+from ..modules.packing import pack_rows, real_rows, unpack_rows
 from ..modules.positions import AbsolutePositions, token_positions
 
 SQRT_HALF = math.sqrt(0.5)
@@ -293,8 +293,8 @@ class ScanCNNDecoder(FairseqIncrementalDecoder):
         bsz, tgt_len = prev_output_tokens.shape
         pos = token_positions(prev_output_tokens, self.padding_idx)
         rows = real_rows(prev_output_tokens, self.padding_idx)
-        tokens = prev_output_tokens.reshape(-1).index_select(0, rows)
-        rank = pos.reshape(-1).index_select(0, rows)
+        tokens = pack_rows(prev_output_tokens, rows)
+        rank = pack_rows(pos, rows)
         # window slot j of row r reads row r - (k-1) + j of the same sentence, or the zero row
         # (index 0 of the [1 + n, H] table below) before the sentence's first token
         back = torch.arange(self.kernel_size - 1, -1, -1, device=rows.device)
@@ -313,7 +313,7 @@ class ScanCNNDecoder(FairseqIncrementalDecoder):
             a = layer.gate_rows(table[windows])
             mixed, weights = attention(unpack_rows(a, rows, (bsz, tgt_len)), padded_embed, keys,
                                        values, src_pad, scale)
-            a = mixed.view(bsz * tgt_len, -1).index_select(0, rows)
+            a = pack_rows(mixed, rows)
             h = (a + residual) * SQRT_HALF
             attn_sum = weights if attn_sum is None else attn_sum + weights
         return rows, self.out_proj(h), attn_sum / len(self.layers)

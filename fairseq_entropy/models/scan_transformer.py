@@ -234,8 +234,7 @@ class ScanTransformerDecoder(FairseqIncrementalDecoder):
         s = self.stack
         pos = token_positions(prev_output_tokens, s.padding_idx)
         rows = real_rows(prev_output_tokens, s.padding_idx)
-        x = s.embed(pack_rows(prev_output_tokens.unsqueeze(-1), rows).squeeze(-1),
-                    pack_rows(pos.unsqueeze(-1), rows).squeeze(-1))
+        x = s.embed(pack_rows(prev_output_tokens, rows), pack_rows(pos, rows))
         return rows, self._layers(x, pos, encoder_out, rows=rows)
 
     def _step(self, prev_output_tokens: Tensor, encoder_out, incremental_state) -> Tensor:

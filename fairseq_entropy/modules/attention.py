@@ -86,10 +86,8 @@ class MultiheadAttention(nn.Module):
                 rel_k: Optional[RelativePositions] = None,
                 incremental_state: Optional[Dict[str, Dict[str, Optional[Tensor]]]] = None,
                 rows: Optional[Tensor] = None) -> Tensor:
-        if rows is None:
-            def heads(x: Tensor) -> Tensor:
-                return self._heads(x)
-        else:
+        heads = self._heads
+        if rows is not None:
             if incremental_state is not None or q_pos is None:
                 raise ValueError("packed rows need q_pos [B, Tq] and are for the "
                                  "teacher-forced pass, not for incremental decoding")

@@ -17,8 +17,9 @@ def real_rows(tokens: Tensor, pad: int) -> Tensor:
 
 
 def pack_rows(x: Tensor, rows: Tensor) -> Tensor:
-    """The rows ``rows [n]`` of ``x [B, T, D]`` as ``[n, D]``."""
-    return x.reshape(-1, x.size(-1)).index_select(0, rows)
+    """The entries ``rows [n]`` of ``x [B, T, ...]`` (token ids ``[B, T]`` or features
+    ``[B, T, D]``) as ``[n, ...]``."""
+    return x.reshape(-1, *x.shape[2:]).index_select(0, rows)
 
 
 def unpack_rows(x: Tensor, rows: Tensor, shape: Tuple[int, int]) -> Tensor:

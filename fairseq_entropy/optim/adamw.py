@@ -70,7 +70,7 @@ class TorchAdamW(FairseqOptimizer):
 
     def __init__(self, cfg: TorchAdamWConfig, params):
         super().__init__(cfg)
-        impl = {"fused": True} if getattr(cfg, "adamw_fused", False) else \
+        impl = {"fused": True} if cfg.adamw_fused else \
             {"foreach": bool(cfg.foreach)}
         self._optimizer = torch.optim.AdamW(params, **impl, **self.optimizer_config)
 
