@@ -41,8 +41,16 @@ REPO = Path(__file__).resolve().parents[1]
 USER_DIR = REPO / "fairseq_entropy"
 
 
+def console_script(name: str) -> str:
+    """The path of console script ``name`` beside this interpreter (so that a virtual
+    environment's python finds its own scripts without being activated), else ``name``."""
+    beside = Path(sys.executable).parent / name
+    return str(beside) if beside.exists() else name
+
+
 def cli(*args, env=None) -> str:
-    proc = subprocess.run(["fairseq-entropy", *args], capture_output=True, text=True, env=env)
+    proc = subprocess.run([console_script("fairseq-entropy"), *args], capture_output=True,
+                          text=True, env=env)
     if proc.returncode != 0:
         raise RuntimeError(f"fairseq-entropy {' '.join(args)} failed: {proc.stderr[-2000:]}")
     return proc.stdout
@@ -117,7 +125,8 @@ def measure_training(preset_name: str, data: Path, seconds: float, save_to: Path
 
 def measure_generation(data: Path, checkpoint: Path):
     """Run fairseq-generate on the test set; return (sentences/s, mean hypothesis length)."""
-    cmd = ["fairseq-generate", str(data), "--user-dir", str(USER_DIR), "--path", str(checkpoint),
+    cmd = [console_script("fairseq-generate"), str(data), "--user-dir", str(USER_DIR),
+           "--path", str(checkpoint),
            "--gen-subset", "test", "--beam", "1", "--max-len-a", "0", "--max-len-b", "60",
            "--batch-size", "512", "--required-batch-size-multiple", "1", "--cpu",
            "--num-workers", "0"]

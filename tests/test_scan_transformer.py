@@ -25,8 +25,8 @@ class FakeTask:
 
 def build(scheme, **kw):
     torch.manual_seed(0)
-    args = argparse.Namespace(position_encoding=scheme, dropout=0.0, embed_dim=64,
-                              encoder_layers=2, decoder_layers=2, **kw)
+    args = argparse.Namespace(**{"position_encoding": scheme, "dropout": 0.0, "embed_dim": 64,
+                                 "encoder_layers": 2, "decoder_layers": 2, **kw})
     model = ScanTransformerModel.build_model(args, FakeTask())
     return model.eval()
 
@@ -199,3 +199,33 @@ def test_rope_variant_without_rope_is_refused(scheme):
     with pytest.raises(ValueError, match="applies only to --position-encoding rope"):
         build(scheme, rope_variant="authors")
     assert build("rope", rope_variant="authors").encoder is not None
+
+
+def test_dropout_only_on_attention_and_residual_branches():
+    """The authors' placement: no dropout on the embeddings or inside the GEGLU; the options
+    put it there."""
+    model = build("sinusoidal", dropout=0.5).train()
+    s = model.encoder.stack
+    d = model.encoder.dictionary
+    src = random_batch(d, [5, 6, 4, 6], seed=4)
+    pos = token_positions(src, d.pad())
+    x = torch.randn(4, 6, 64)
+    torch.manual_seed(1)
+    assert torch.equal(s.embed(src, pos), s.embed(src, pos))
+    assert torch.equal(s.layers[0].ffn(x), s.layers[0].ffn(x))
+    # the residual branches and attention keep --dropout: two passes differ
+    out = [model.encoder(src)["encoder_out"][0] for _ in range(2)]
+    assert not torch.allclose(out[0], out[1])
+
+    model = build("sinusoidal", dropout=0.0, embedding_dropout=0.5,
+                  activation_dropout=0.5).train()
+    s = model.encoder.stack
+    emb = s.embed(src, pos)
+    kept = emb != 0
+    # inverted dropout: the kept entries are scaled by 1 / (1 - p)
+    ref = s.embed_scale * s.embed_tokens(src) + s.absolute(pos)
+    assert 0.3 < kept.float().mean() < 0.7
+    assert torch.allclose(emb[kept], 2 * ref[kept])
+    assert not torch.equal(s.layers[0].ffn(x), s.layers[0].ffn(x))
+    model.eval()
+    assert torch.equal(s.layers[0].ffn(x), s.layers[0].ffn(x))

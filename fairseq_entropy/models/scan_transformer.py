@@ -5,7 +5,8 @@ reproduce their 3-bit result): encoder-decoder, pre-layer-norm with a final norm
 feed-forward (inner 4d), heads of size 64, separate source/target embeddings and an output
 projection (bias 0), token embedding entering twice (``2 E[w] + PE``, no sqrt(d) scale),
 embeddings and output projection initialised U(-0.1, 0.1), attention and feed-forward weights
-truncated normal (std sqrt(2/(5d)), cut at 2 std).
+truncated normal (std sqrt(2/(5d)), cut at 2 std), dropout on the attention probabilities and
+on each residual branch's output only (none on the embeddings or inside the feed-forward).
 
 The position scheme is one separate piece (``--position-encoding``, see
 :mod:`fairseq_entropy.modules.positions`): sinusoidal (the paper's default), learned,
@@ -44,8 +45,15 @@ class ScanTransformerConfig(FairseqDataclass):
     attention_heads: Optional[int] = field(
         default=None, metadata={"help": "heads per attention (default: d/64, i.e. heads of "
                                         "size 64, at least 1)"})
-    dropout: float = field(default=0.1, metadata={"help": "dropout probability (embeddings, "
-                                                          "attention, residual branches)"})
+    dropout: float = field(default=0.1, metadata={"help": "dropout probability on the attention "
+                                                          "probabilities and on each residual "
+                                                          "branch's output"})
+    embedding_dropout: float = field(
+        default=0.0, metadata={"help": "dropout on the summed token and position embeddings "
+                                       "(the authors' models: none)"})
+    activation_dropout: float = field(
+        default=0.0, metadata={"help": "dropout on the GEGLU's inner activations, before its "
+                                       "output projection (the authors' models: none)"})
     embed_scale: float = field(
         default=2.0, metadata={"help": "token embeddings are multiplied by S (authors: 2, i.e. "
                                        "the embedding enters twice)"})
@@ -66,6 +74,11 @@ class ScanTransformerConfig(FairseqDataclass):
     max_target_positions: Optional[int] = II("task.max_target_positions")
 
 
+def dropout_or_identity(p: float) -> nn.Module:
+    """``nn.Dropout(p)``, or ``nn.Identity()`` for p = 0 (no kernel and no random numbers)."""
+    return nn.Dropout(p) if p > 0 else nn.Identity()
+
+
 class GEGLU(nn.Module):
     """GELU-gated feed-forward (Shazeer 2020): ``W2 (gelu(x W) * (x V))``, inner size ``ffn_dim``.
 
@@ -76,7 +89,7 @@ class GEGLU(nn.Module):
         super().__init__()
         self.proj_in = nn.Linear(dim, 2 * ffn_dim)
         self.proj_out = nn.Linear(ffn_dim, dim)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = dropout_or_identity(dropout)
         for lin in (self.proj_in, self.proj_out):
             truncated_normal_(lin.weight, dim)
             nn.init.zeros_(lin.bias)
@@ -89,7 +102,8 @@ class GEGLU(nn.Module):
 class Layer(nn.Module):
     """One pre-layer-norm Transformer layer: self-attention, optional cross-attention, GEGLU."""
 
-    def __init__(self, dim: int, heads: int, dropout: float, cross: bool):
+    def __init__(self, dim: int, heads: int, dropout: float, cross: bool,
+                 activation_dropout: float = 0.0):
         super().__init__()
         self.self_norm = nn.LayerNorm(dim)
         self.self_attn = MultiheadAttention(dim, heads, dropout, self_attention=True)
@@ -97,7 +111,7 @@ class Layer(nn.Module):
         self.cross_attn = MultiheadAttention(dim, heads, dropout, self_attention=False) \
             if cross else None
         self.ffn_norm = nn.LayerNorm(dim)
-        self.ffn = GEGLU(dim, 4 * dim, dropout)
+        self.ffn = GEGLU(dim, 4 * dim, activation_dropout)
         self.dropout = nn.Dropout(dropout)
 
 
@@ -119,9 +133,10 @@ class _Stack(nn.Module):
             if self.scheme == "relative" else None
         self.rope = RotaryPositions(dim // args.attention_heads, args.rope_theta,
                                     str(args.rope_variant)) if self.scheme == "rope" else None
-        self.dropout = nn.Dropout(args.dropout)
+        self.dropout = dropout_or_identity(args.embedding_dropout)
         self.layers = nn.ModuleList(
-            Layer(dim, args.attention_heads, args.dropout, cross) for _ in range(num_layers))
+            Layer(dim, args.attention_heads, args.dropout, cross, args.activation_dropout)
+            for _ in range(num_layers))
         self.final_norm = nn.LayerNorm(dim)
 
     def embed(self, tokens: Tensor, positions: Tensor) -> Tensor:
@@ -298,6 +313,8 @@ def base_architecture(args):
     heads = safe_getattr(args, "attention_heads", None)  # None also when stored as None
     args.attention_heads = max(1, args.embed_dim // 64) if heads is None else heads
     args.dropout = safe_getattr(args, "dropout", 0.1)
+    args.embedding_dropout = safe_getattr(args, "embedding_dropout", 0.0)
+    args.activation_dropout = safe_getattr(args, "activation_dropout", 0.0)
     args.embed_scale = safe_getattr(args, "embed_scale", 2.0)
     args.position_encoding = safe_getattr(args, "position_encoding", "sinusoidal")
     args.source_position_buckets = safe_getattr(args, "source_position_buckets", 64)
