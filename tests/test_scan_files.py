@@ -1,7 +1,6 @@
 """Binarizing SCAN-format files: held-out validation split, manifest, scoring on the result."""
 import hashlib
 import json
-import math
 import subprocess
 import sys
 from pathlib import Path
@@ -40,9 +39,11 @@ def test_manifest_of_scan_files(tmp_path, capsys):
             path.read_bytes()).hexdigest()}
     # train has jump only alone (first slot); the test set executes it second
     assert man["restricted_pairs"] == [["jump", "second"]]
-    # second slot of train: run (walk and run), run (run after look), walk (look and walk)
-    h = -(2 / 3 * math.log2(2 / 3) + 1 / 3 * math.log2(1 / 3))
-    assert man["controlled_slot"] == "second"
+    # the controlled slot is where jump was seen: the first (one-clause commands count there).
+    # First slot of train: jump (jump), walk (walk and run), look (run after look), look
+    # (look and walk): p = 1/4, 1/4, 1/2
+    h = 1.5
+    assert man["controlled_slot"] == "first"
     assert man["entropy_bits"] == pytest.approx(h, abs=1e-6)
     assert man["valid"] == {"file": str(valid.resolve())}
     # the binarized test split decodes to the test commands, as fairseq-generate prints them

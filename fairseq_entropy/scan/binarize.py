@@ -30,7 +30,7 @@ import numpy as np
 from .. import __version__
 from .datafiles import (DataFormatError, Example, atomic_directory, iter_text_lines, read_json,
                         read_lines, read_pair, read_scan_file, write_pair)
-from .entropy import SlotStatistics, unseen_pairs
+from .entropy import SLOTS, SlotStatistics, unseen_pairs
 from .grammar import Grammar
 
 SOURCE_LANG, TARGET_LANG = "in", "out"
@@ -513,14 +513,17 @@ def scan_manifest(name: str, grammar: Grammar, splits: Dict[str, List[Example]],
     made, split sizes, slot verb counts and entropies (bits) of every split, and the
     *restricted pairs*: the (verb, slot) pairs the test split has and the training split lacks
     (as ``fairseq-entropy measure --train`` lists them).  When there is exactly one restricted
-    pair, ``controlled_slot`` is its slot and ``entropy_bits`` the training entropy of that
-    slot; otherwise both are ``None``.
+    pair (v*, s), ``controlled_slot`` is the other slot, where v* was seen in training, and
+    ``entropy_bits`` the training entropy of that slot: the entropy the paper relates to
+    generalizing v* into s, as a built level's ``controlled_slot`` is.  Otherwise both are
+    ``None``.
     """
     stats = {s: SlotStatistics.of([grammar.parse(e.command) for e in ex], grammar.verbs)
              for s, ex in splits.items()}
     restricted = (unseen_pairs(stats["train"], stats["test"])
                   if "train" in stats and "test" in stats else [])
-    slot = restricted[0][1] if len(restricted) == 1 else None
+    slot = (next(s for s in SLOTS if s != restricted[0][1])
+            if len(restricted) == 1 else None)
     h = stats["train"].entropy[slot] if slot and "train" in stats else None
     return {
         "package": "fairseq-entropy", "package_version": __version__,
