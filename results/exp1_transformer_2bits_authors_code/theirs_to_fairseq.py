@@ -5,7 +5,7 @@ scores it (by conjunction too).  The forward equality of the two models with the
 is checked by same_weights.py.  Tokens the authors' vocabulary lacks (bos, pad, unk) get bias
 -1e9 in the output projection, so greedy decoding never emits them.
 
-usage: theirs_to_fairseq.py THEIR_final_model.pt TEMPLATE_checkpoint.pt OUT.pt"""
+usage: theirs_to_fairseq.py THEIR_final_model.pt TEMPLATE_checkpoint.pt OUT.pt [SEED]"""
 
 import json
 import sys
@@ -92,5 +92,7 @@ state["last_optimizer_state"] = None
 from omegaconf import OmegaConf
 
 state["cfg"] = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+if len(sys.argv) > 4:  # the seed the authors' model was trained with
+    state["cfg"]["common"]["seed"] = int(sys.argv[4])
 torch.save(state, out)
 print("wrote", out)
