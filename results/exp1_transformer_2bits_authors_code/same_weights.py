@@ -1,25 +1,20 @@
-# ruff: noqa: E402, E501, E741  (a diagnostic script: imports the authors' code after putting it on sys.path)
+# ruff: noqa: E501, E741  (a diagnostic script)
 """One batch forward through the authors' Transformer and this plugin's scan_transformer_paper
 with the same weights (theirs copied into ours), in eval mode; and the initial loss of each
 implementation's own initialisation over the same commands."""
 
-import json
 import sys
-import torch
 
-sys.path[:0] = [
-    "/work/runs/authors",
-    "/work/runs/authors/systematicity_entropy",
-    "/work/runs/authors/stub",
-]
-from systematicity_entropy.models.transformer import Transformer as Theirs
+import torch
 from fairseq import options, tasks
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
+from authors_model import CTOI as ctoi
+from authors_model import build_theirs, copy_weights
+
 torch.manual_seed(0)
 DATA = "/work/runs/tf2/bin_high20"
-ctoi = json.load(open("/work/runs/authors/static/scan_tokenizer.json"))
-theirs = Theirs(len(ctoi), len(ctoi), 3, 128, 0.1, ctoi["[PAD]"], 1000, 64, 4).eval()
+theirs = build_theirs().eval()
 parser = options.get_training_parser()
 ns = options.parse_args_and_arch(
     parser,
@@ -45,65 +40,7 @@ ours = task.build_model(cfg.model).eval()
 sd, td = task.source_dictionary, task.target_dictionary
 
 
-def their_id(d, i, start=False):
-    w = d[i]
-    if i == d.eos():
-        return ctoi["[BOS]" if start else "[EOS]"]
-    return ctoi.get(w)
-
-
-with torch.no_grad():
-    E, D = ours.encoder.stack, ours.decoder.stack
-    for i in range(len(sd)):
-        j = their_id(sd, i)
-        if j is not None:
-            E.embed_tokens.weight[i] = theirs.input_embedding.weight[j]
-    for i in range(len(td)):
-        j = their_id(td, i, start=True)
-        if j is not None:
-            D.embed_tokens.weight[i] = theirs.output_embedding.weight[j]
-        j = their_id(td, i)
-        if j is not None:
-            ours.decoder.output_projection.weight[i] = theirs.projection.weight[j]
-            ours.decoder.output_projection.bias[i] = theirs.projection.bias[j]
-
-    def lin(dst, src):
-        dst.weight.copy_(src.weight)
-        dst.bias.copy_(src.bias)
-
-    def norm(dst, src):
-        dst.weight.copy_(src.weight)
-        dst.bias.copy_(src.bias)
-
-    def attn(dst, src):
-        lin(dst.q_proj, src.query)
-        lin(dst.k_proj, src.key)
-        lin(dst.v_proj, src.value)
-        lin(dst.out_proj, src.output)
-
-    def ffn(
-        dst, src
-    ):  # theirs: x, gate = chunk; x * gelu(gate).  ours: a, gate = chunk; gelu(a) * gate
-        w, b = src.linear_1.weight, src.linear_1.bias
-        h = w.shape[0] // 2
-        dst.proj_in.weight.copy_(torch.cat([w[h:], w[:h]]))
-        dst.proj_in.bias.copy_(torch.cat([b[h:], b[:h]]))
-        lin(dst.proj_out, src.linear_2)
-
-    for lo, lt in zip(E.layers, theirs.encoder.layers):
-        norm(lo.self_norm, lt.norm_1)
-        attn(lo.self_attn, lt.self_attention)
-        norm(lo.ffn_norm, lt.norm_2)
-        ffn(lo.ffn, lt.feed_forward)
-    norm(E.final_norm, theirs.encoder.output_norm)
-    for lo, lt in zip(D.layers, theirs.decoder.layers):
-        norm(lo.self_norm, lt.norm_1)
-        attn(lo.self_attn, lt.self_attention)
-        norm(lo.cross_norm, lt.norm_2)
-        attn(lo.cross_attn, lt.cross_attention)
-        norm(lo.ffn_norm, lt.norm_3)
-        ffn(lo.ffn, lt.feed_forward)
-    norm(D.final_norm, theirs.decoder.output_norm)
+copy_weights(theirs, ours, sd, td)
 
 lines = open("/work/runs/tf2/high_20.txt").read().split("\n")[:16]
 pairs = [(l.split("OUT:")[0].replace("IN:", "").strip(), l.split("OUT:")[1].strip()) for l in lines]
@@ -124,13 +61,6 @@ tgt_t = pad(
 src_o = pad([[sd.index(w) for w in a.split()] + [sd.eos()] for a, _ in pairs], sd.pad())
 tgt_o = pad([[td.index(w) for w in b.split()] + [td.eos()] for _, b in pairs], td.pad())
 prev_o = pad([[td.eos()] + [td.index(w) for w in b.split()] for _, b in pairs], td.pad())
-ids = torch.tensor(
-    [
-        ctoi[td[i]] if i != td.eos() else ctoi["[EOS]"]
-        for i in range(4, len(td))
-        if td[i] in ctoi or i == td.eos()
-    ]
-)
 common = [i for i in range(len(td)) if i == td.eos() or td[i] in ctoi]
 cmap = torch.tensor([ctoi["[EOS]"] if i == td.eos() else ctoi[td[i]] for i in common])
 with torch.no_grad():
@@ -153,7 +83,7 @@ with torch.no_grad():
 # initial loss of each implementation's own initialisation, 5 inits each, the same 16 commands
 def init_loss_theirs(seed):
     torch.manual_seed(seed)
-    m = Theirs(len(ctoi), len(ctoi), 3, 128, 0.1, ctoi["[PAD]"], 1000, 64, 4).eval()
+    m = build_theirs().eval()
     with torch.no_grad():
         l = m(src_t, src_t == ctoi["[PAD]"], tgt_t[:, :-1], tgt_t[:, :-1] == ctoi["[PAD]"])
         return float(
