@@ -376,6 +376,35 @@ def test_killed_cell_resumes_to_the_uninterrupted_score(tiny_data, tmp_path):
     assert hypotheses(run) == hypotheses(cell.run_dir(roots["straight"]))
 
 
+def test_progress_time_left_before_any_cell_finished_comes_from_the_training_logs(tmp_path):
+    import io
+
+    line = ("2026-12-01 13:42:21 | INFO | fairseq_entropy.tasks.systematicity | progress: epoch "
+            "{e}/24 | update 991/4512 | {el} s elapsed | ~{left} s left | last valid seq_acc n/a\n")
+    a, b, c = tmp_path / "a.log", tmp_path / "b.log", tmp_path / "c.log"
+    a.write_text(line.format(e=5, el=100, left=900) + "noise\n" + line.format(e=6, el=400,
+                                                                             left=1400))
+    b.write_text("2026-12-01 | INFO | fairseq_cli.train | Start iterating over samples\n")
+    assert sweep.training_progress(a) == (400.0, 1400.0)      # the last line counts
+    assert sweep.training_progress(b) is None                 # no progress line yet
+    assert sweep.training_progress(tmp_path / "missing.log") is None
+
+    p = sweep.Progress(total=7, workers=2, out=io.StringIO(), clock=lambda: 0.0)
+    p.begin("a", a)
+    p.begin("b", b)
+    # b has written nothing yet: a alone, 1400 s left of an 1800 s run; 5 cells wait,
+    # ceil(5 / 2) = 3 more waves of 1800 s
+    assert p.line().endswith("~6800 s left (from the running cells' training progress)")
+    c.write_text(line.format(e=2, el=200, left=1000))
+    p.begin("c", c)          # three running on two workers (a skipped cell overlapping)
+    # mean run (1800 + 1200) / 2 = 1500, 4 cells wait: 2 waves; longest left 1400
+    assert p.line().endswith("~4400 s left (from the running cells' training progress)")
+    p.add(sweep.CellResult("c", "skipped", "scored before", 0.0, 0.5))
+    assert "c" not in p.running
+    # 6 cells left, 2 running: 4 wait, 2 waves of 1800 s after a's 1400 s
+    assert p.line().endswith("~5000 s left (from the running cells' training progress)")
+
+
 def test_progress_time_left_counts_down_between_finished_cells():
     import io
 

@@ -26,7 +26,9 @@ import csv
 import fcntl
 import io
 import json
+import math
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -375,21 +377,50 @@ def device_slots(jobs: Optional[int], device: str, gpus: int = 0,
     return [{"DEVICE": "gpu", "CUDA_VISIBLE_DEVICES": str(i % gpus)} for i in range(n)]
 
 
+#: the time fields of the ``systematicity`` task's training progress line
+_TRAIN_PROGRESS = re.compile(r"progress: .*?\| (\d+) s elapsed \| ~(\d+) s left")
+
+
+def training_progress(train_log: str | os.PathLike) -> Optional[tuple]:
+    """``(elapsed, left)`` seconds of the last progress line of a run's ``train.log`` (the
+    ``systematicity`` task writes one at least every ``--progress-interval`` seconds), or
+    None when the file is missing or has no such line yet.  Reads the last 64 KiB only."""
+    try:
+        with open(train_log, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(f.tell() - 65536, 0))
+            tail = f.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+    found = _TRAIN_PROGRESS.findall(tail)
+    return (float(found[-1][0]), float(found[-1][1])) if found else None
+
+
 class Progress:
     """Progress line at least every :data:`PROGRESS_INTERVAL_S` seconds: cells finished,
-    running, elapsed and an estimate of the time left: the mean wall time of the cells that
-    trained so far x cells left / workers, less the time since the last cell finished (which
-    the running cells have already worked); once the running cells outlast it, how far past
-    the estimate they are."""
+    running, elapsed and an estimate of the time left.
+
+    Once a cell has trained: the mean wall time of the cells that trained so far x cells left /
+    workers, less the time since the last cell finished (which the running cells have already
+    worked); once the running cells outlast it, how far past the estimate they are.  Before
+    that, from the running cells' own training progress (:func:`training_progress` of the
+    ``train.log`` given to :meth:`begin`): the longest time left of a running cell, plus one
+    mean run (elapsed + left) for every further wave of ``workers`` cells."""
 
     def __init__(self, total: int, workers: int, out=None, clock=time.monotonic):
         self.total, self.workers = total, max(workers, 1)
         self.results: List[CellResult] = []
+        self.running: Dict[str, Path] = {}
         self.clock = clock
         self.start = self.last_finish = clock()
         self.out = out or sys.stdout
 
+    def begin(self, cell: str, train_log: str | os.PathLike) -> None:
+        """Cell ``cell`` started; its training writes progress lines to ``train_log``."""
+        self.running[cell] = Path(train_log)
+
     def add(self, r: CellResult) -> None:
+        self.running.pop(r.cell, None)
         self.results.append(r)
         self.last_finish = self.clock()
         print(f"[{len(self.results)}/{self.total}] {r.cell}: {r.status}"
@@ -397,6 +428,14 @@ class Progress:
                  and r.status == "done" else "") + (f" - {r.reason}" if r.reason
                                                     and r.status != "skipped" else ""),
               file=self.out, flush=True)
+
+    def _from_running_cells(self, left_cells: int) -> Optional[float]:
+        runs = [t for t in map(training_progress, list(self.running.values())) if t]
+        if not runs:
+            return None
+        waves = math.ceil(max(left_cells - len(self.running), 0) / self.workers)
+        mean_run = sum(e + left for e, left in runs) / len(runs)
+        return max(left for _, left in runs) + waves * mean_run
 
     def line(self) -> str:
         now = self.clock()
@@ -410,6 +449,10 @@ class Progress:
             # past 0: the running cells take longer than the cells before them
             left = f"~{max(estimate, 0):.0f} s left" + (
                 f" ({-estimate:.0f} s past the estimate)" if estimate < 0 else "")
+        else:
+            estimate = self._from_running_cells(left_cells)
+            if estimate is not None:
+                left = f"~{estimate:.0f} s left (from the running cells' training progress)"
         return (f"sweep: {len(self.results)}/{self.total} cells finished, "
                 f"{min(left_cells, self.workers)} running, {elapsed:.0f} s elapsed, {left}")
 
@@ -455,6 +498,7 @@ def run_local(cells: Sequence[Cell], root: str | os.PathLike, slots: Sequence[di
     def task(cell):
         with guard:
             slot = free.pop(0)
+        progress.begin(cell.name, cell.run_dir(root) / "train.log")
         try:
             return runner(cell, slot)
         except Exception as e:  # a bug in one cell must not stop the others
@@ -507,6 +551,8 @@ def run_submitit(cells: Sequence[Cell], root: str | os.PathLike, resources: dict
     jobs = executor.map_array(_submitit_cell, list(cells), [str(root)] * len(cells),
                               [str(recipe) if recipe else None] * len(cells))
     progress = progress or Progress(len(cells), len(cells))
+    for cell in cells:
+        progress.begin(cell.name, cell.run_dir(root) / "train.log")
     print(f"submitted {len(jobs)} task(s) with {cluster or executor.cluster}: job "
           f"{jobs[0].job_id if jobs else '-'}; logs in {folder.parent}", flush=True)
     results: List[Optional[CellResult]] = [None] * len(cells)

@@ -1,5 +1,5 @@
 # ruff: noqa: E501, E741  (a diagnostic script beside its tables)
-"""Tables of the side-by-side at 2 bits (the authors' high_20.txt): accuracy per run, loss per epoch."""
+"""Tables of the side-by-side at 2 bits (the authors' high_20.txt, and our seed-830 build): accuracy per run, loss per epoch."""
 
 import json
 import math
@@ -11,17 +11,17 @@ T = Path("/work/runs/tf2")
 out = Path(sys.argv[1])
 out.mkdir(parents=True, exist_ok=True)
 acc = [
-    "implementation\tdropout\tseed\tcheckpoint\taccuracy\taccuracy_and\taccuracy_after\tdecoded_by"
+    "data\timplementation\tdropout\tseed\tcheckpoint\taccuracy\taccuracy_and\taccuracy_after\tdecoded_by"
 ]
 loss = ["implementation\tseed\tepoch\ttrain_loss_nats\ttest_loss_nats"]
 
 
-def add_acc(impl, drop, seed, label, f, dec):
+def add_acc(impl, drop, seed, label, f, dec, data="high_20.txt (authors)"):
     if f.exists():
         j = json.loads(f.read_text())
         c = j["by_conjunction"]
         acc.append(
-            f"{impl}\t{drop}\t{seed}\t{label}\t{j['accuracy']:.4f}\t{c['and']['accuracy']:.4f}\t{c['after']['accuracy']:.4f}\t{dec}"
+            f"{data}\t{impl}\t{drop}\t{seed}\t{label}\t{j['accuracy']:.4f}\t{c['and']['accuracy']:.4f}\t{c['after']['accuracy']:.4f}\t{dec}"
         )
 
 
@@ -43,7 +43,7 @@ for seed in [830, 231, 42, 9876, 2]:
         "theirs",
         seed,
         "lowest test loss (theirs)",
-        T / f"runs/theirs_s{seed}/score/score.json",
+        T / f"runs/theirs_high_20_{seed}_van/score/score.json",
         "fairseq-generate (weights copied)",
     )
     ev = T / f"theirs_eval_s{seed}.log"
@@ -51,7 +51,7 @@ for seed in [830, 231, 42, 9876, 2]:
         m = re.findall(r"INFO - root -\s+([01]\.\d+)\s*$", ev.read_text(), re.M)
         if m:
             acc.append(
-                f"authors' code\ttheirs\t{seed}\tlowest test loss (theirs)\t{float(m[-1]):.4f}\t\t\ttheir eval.py"
+                f"high_20.txt (authors)\tauthors' code\ttheirs\t{seed}\tlowest test loss (theirs)\t{float(m[-1]):.4f}\t\t\ttheir eval.py"
             )
     tr = T / f"theirs_train_s{seed}.log"
     if tr.exists():
@@ -59,6 +59,25 @@ for seed in [830, 231, 42, 9876, 2]:
             re.findall(r"Train loss: ([0-9.]+), val loss: ([0-9.]+)", tr.read_text()), 1
         ):
             loss.append(f"authors' code\t{seed}\t{i}\t{float(a):.4f}\t{float(b):.4f}")
+OURS830 = "our seed-830 build (6000 + 300 valid)"
+add_acc(
+    "fairseq-entropy",
+    "the authors' placement",
+    830,
+    "last",
+    Path("/work/runs/tfd830/runs/exp1/exp1_transformer_sinusoidal/n6000/seed830/entropy_2.0/last/score.json"),
+    "fairseq-generate",
+    OURS830,
+)
+add_acc(
+    "authors' code",
+    "theirs",
+    830,
+    "lowest test loss (theirs)",
+    T / "runs/theirs_ours830_830_van/score/score.json",
+    "fairseq-generate (weights copied)",
+    OURS830,
+)
 nd = T / "check/nodrop3.log"
 for ep, l in re.findall(r"\| train \| epoch (\d+) \| loss ([0-9.]+)", nd.read_text()):
     loss.append(
