@@ -283,6 +283,22 @@ def test_submitit_executor_in_its_local_mode(tmp_path):
         "sweep finished: done 0, failed 1, skipped 1, locked 0\n")
 
 
+def test_status_file_keeps_the_rows_of_other_grids_in_the_same_root(tmp_path):
+    status = tmp_path / "sweep-status.tsv"
+    r = sweep.CellResult
+    sweep.write_status([r("a/seed1/entropy_0.0", "done", "", 10.0, 0.25),
+                        r("a/seed1/entropy_3.0", "failed", "exit 1", 5.0)], status)
+    # a second grid (other cells) and a re-run of the failed cell, in one later sweep
+    sweep.write_status([r("b/seed1/entropy_0.0", "done", "", 20.0, 0.5),
+                        r("a/seed1/entropy_3.0", "done", "", 30.0, 1.0)], status)
+    assert status.read_text().splitlines() == [
+        "cell\tstatus\taccuracy\twall_s\treason",
+        "a/seed1/entropy_0.0\tdone\t0.250000\t10.0\t",
+        "a/seed1/entropy_3.0\tdone\t1.000000\t30.0\t",   # replaced in place
+        "b/seed1/entropy_0.0\tdone\t0.500000\t20.0\t",
+    ]
+
+
 # --------------------------------------------------------------------------- kill, resume
 TINY_GRID = """experiment = "exp1"
 presets = ["exp1_cnn"]

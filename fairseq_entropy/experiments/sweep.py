@@ -581,15 +581,32 @@ def summarize(results: Sequence[CellResult]) -> Dict[str, int]:
 
 
 def write_status(results: Sequence[CellResult], path: str | os.PathLike) -> Path:
-    """``sweep-status.tsv``: cell, status, accuracy, wall seconds, reason (written whole)."""
-    buf = io.StringIO()
-    w = csv.writer(buf, delimiter="\t", lineterminator="\n")
-    w.writerow(["cell", "status", "accuracy", "wall_s", "reason"])
-    for r in results:
-        w.writerow([r.cell, r.status, "" if r.accuracy is None else f"{r.accuracy:.6f}",
-                    f"{r.wall_s:.1f}", r.reason])
-    atomic_write_text(Path(path), buf.getvalue())
-    return Path(path)
+    """``sweep-status.tsv``: cell, status, accuracy, wall seconds, reason.
+
+    Merged with the file already there: the rows of ``results`` replace the rows of the same
+    cells, in place, and the rows of other cells (another grid or seed run into the same
+    root) are kept.  The read-merge-write holds an exclusive lock on ``.<name>.lock`` beside
+    the file, so sweeps that finish at the same time do not drop each other's rows; the file
+    itself is replaced whole (never half-written)."""
+    path = Path(path)
+    header = ["cell", "status", "accuracy", "wall_s", "reason"]
+    fresh = {r.cell: [r.cell, r.status, "" if r.accuracy is None else f"{r.accuracy:.6f}",
+                      f"{r.wall_s:.1f}", r.reason] for r in results}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.parent / f".{path.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        rows: Dict[str, list] = {}
+        if path.exists():
+            for row in list(csv.reader(io.StringIO(path.read_text()), delimiter="\t"))[1:]:
+                if row:
+                    rows[row[0]] = row
+        rows.update(fresh)
+        buf = io.StringIO()
+        w = csv.writer(buf, delimiter="\t", lineterminator="\n")
+        w.writerow(header)
+        w.writerows(rows.values())
+        atomic_write_text(path, buf.getvalue())
+    return path
 
 
 def format_summary(results: Sequence[CellResult]) -> str:
