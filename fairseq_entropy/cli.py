@@ -230,6 +230,9 @@ def _add_sweep_parsers(sub) -> None:
                                                      "(repeatable)")
     w.add_argument("--seed", type=int, action="append", help="run only this seed of the grid "
                                                           "(repeatable)")
+    w.add_argument("--level", type=float, action="append",
+                   help="run only this level of the grid: entropy in bits (exp1) or support "
+                        "size k (exp2) (repeatable)")
     w.add_argument("--jobs", type=int, help="cells at once (default: one per CPU core; on "
                                             "GPUs, GPUs x --per-gpu)")
     w.add_argument("--dry-run", action="store_true", help="print every command, run nothing")
@@ -629,7 +632,7 @@ def cmd_sweep(args) -> None:
     from .experiments.grids import load_grid
 
     grid = load_grid(args.grid)
-    cells = grid.cells(args.preset, args.seed)
+    cells = grid.cells(args.preset, args.seed, args.level)
     root = Path(args.root or Path("sweeps") / grid.name)
     device, gpus = args.device, args.gpus
     if device == "auto":
@@ -645,7 +648,8 @@ def cmd_sweep(args) -> None:
     slots = sweep.device_slots(args.jobs, device, gpus or 0, args.per_gpu) \
         if args.executor == "local" else [{}]
     shape = (f"{len(set(c.preset for c in cells))} preset(s) x {len(grid.n)} N x "
-             f"{len(grid.levels)} levels x {len(set(c.seed for c in cells))} seeds")
+             f"{len(set(c.level for c in cells))} levels x {len(set(c.seed for c in cells))} "
+             "seeds")
     print(f"# grid {grid.path}: {len(cells)} cells ({shape}), schedule "
           f"{grid.schedule.label}, root {root}, executor {args.executor}, "
           f"{len(slots)} worker slot(s)")

@@ -84,6 +84,22 @@ def test_seed_filter_keeps_whole_curves_of_the_chosen_seeds(tmp_path, capsys):
     assert "7 cells (1 preset(s) x 1 N x 7 levels x 1 seeds)" in first
 
 
+def test_level_filter_keeps_the_chosen_levels(tmp_path, capsys):
+    grid = load_grid(GRIDS / "exp1.toml")
+    cells = grid.cells(["exp1_cnn_authors"], [830], [1, 2.5])
+    assert [(c.level, c.level_name) for c in cells] == [(1, "entropy_1.0"),
+                                                        (2.5, "entropy_2.5")]
+    with pytest.raises(GridError, match=r"exp1.toml: level\(s\) 1.2 not in the grid. Fix: "
+                                        r"choose from 0, 0.5, 1, 1.5, 2, 2.5, 3"):
+        grid.cells(None, None, [1.2])
+    assert cli(["sweep", str(GRIDS / "exp1.toml"), "--dry-run", "--root", str(tmp_path),
+                "--device", "cpu", "--preset", "exp1_cnn_authors", "--level", "1"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "5 cells (1 preset(s) x 1 N x 1 levels x 5 seeds)" in out[0]
+    assert sum(ln.startswith("# cell ") for ln in out) == 5
+    assert all("entropy_1.0" in ln for ln in out if ln.startswith("# cell "))
+
+
 def test_dry_run_of_the_whole_exp1_grid_builds_each_level_once(tmp_path, capsys):
     assert cli(["sweep", str(GRIDS / "exp1.toml"), "--dry-run", "--root", str(tmp_path),
                 "--device", "cpu"]) == 0

@@ -186,29 +186,37 @@ class Grid:
         wanted value the grid lacks)."""
         if not wanted:
             return list(values)
-        unknown = [str(w) for w in wanted if w not in values]
+        def show(v):
+            return f"{v:g}" if isinstance(v, float) else str(v)
+
+        unknown = [show(w) for w in wanted if w not in values]
         if unknown:
             raise GridError(f"{self.path}: {what}(s) {', '.join(unknown)} not in the grid. Fix: "
-                            f"choose from {', '.join(map(str, values))}")
+                            f"choose from {', '.join(map(show, values))}")
         return [v for v in values if v in wanted]
 
     def cells(self, presets: Optional[Sequence[str]] = None,
-              seeds: Optional[Sequence[int]] = None) -> List[Cell]:
+              seeds: Optional[Sequence[int]] = None,
+              levels: Optional[Sequence[float]] = None) -> List[Cell]:
         """Every cell, ordered preset, N, level, seed (so that a partial sweep covers whole
         curves first).
 
         Args:
             presets: keep only these presets (None: all of the grid's).
             seeds: keep only these seeds (None: all of the grid's).
+            levels: keep only these levels, entropy in bits (exp1) or support size k (exp2)
+                (None: all of the grid's).
 
         Raises:
-            GridError: a name in ``presets`` or a seed in ``seeds`` is not in the grid.
+            GridError: a name in ``presets``, a seed in ``seeds`` or a level in ``levels`` is
+                not in the grid.
         """
         chosen = self._subset("preset", self.presets, presets)
         chosen_seeds = self._subset("seed", self.seeds, seeds)
+        chosen_levels = self._subset("level", self.levels, levels)
         return [Cell(self.experiment, p, self.models[p], n, s, lv, self.schedule,
                      self.build_args)
-                for p in chosen for n in self.n for lv in self.levels for s in chosen_seeds]
+                for p in chosen for n in self.n for lv in chosen_levels for s in chosen_seeds]
 
 
 def _read(path: Path) -> dict:
