@@ -112,3 +112,26 @@ def test_report_files(tmp_path):
     assert "fairseq-entropy aggregate runs" in md
     curves_tsv = (tmp_path / "curves.tsv").read_text().splitlines()
     assert len(curves_tsv) == 2 and curves_tsv[1].startswith("exp1\tcnn\t\tlast\t7\t3\t")
+
+
+def test_figure_legend_names_the_seed_count_per_level_when_it_varies(tmp_path, monkeypatch):
+    import matplotlib.axes
+
+    from fairseq_entropy.analysis.report import plot_figure
+
+    labels = []
+    real = matplotlib.axes.Axes.errorbar
+
+    def spy(self, *args, **kwargs):
+        labels.append(kwargs.get("label"))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.axes.Axes, "errorbar", spy)
+
+    def cell(bits, n, model="cnn"):
+        return {"model": model, "experiment": "exp1", "train_size": 6000, "entropy_bits": bits,
+                "mean": bits / 3, "ci_low": math.nan, "ci_high": math.nan, "n": n}
+
+    cells = [cell(0.0, 1), cell(1.0, 2), cell(3.0, 1), cell(0.0, 3, "rnn"), cell(3.0, 3, "rnn")]
+    assert plot_figure(cells, [], "exp1", tmp_path / "f.png").exists()
+    assert labels == ["ours, 1-2 seeds per level, 95% CI", "ours, 3 seed(s), 95% CI"]

@@ -109,9 +109,11 @@ def plot_figure(cells: Sequence[dict], paper_rows: Sequence[dict], name: str,
             lo = [c["mean"] - c["ci_low"] if not math.isnan(c["ci_low"]) else 0.0 for c in rs]
             hi = [c["ci_high"] - c["mean"] if not math.isnan(c["ci_high"]) else 0.0 for c in rs]
             label = f"ours (N={n})" if len(sizes) > 1 else "ours"
-            seeds = max(c["n"] for c in rs)
+            counts = sorted({int(c["n"]) for c in rs})
+            seeds = (f"{counts[0]} seed(s)" if len(counts) == 1
+                     else f"{counts[0]}-{counts[-1]} seeds per level")
             ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", color=f"C{i}", capsize=3,
-                        label=f"{label}, {seeds} seed(s), 95% CI")
+                        label=f"{label}, {seeds}, 95% CI")
             find = st.paper_lookup(paper_rows, paper_model)
             ref = [(c["entropy_bits"], find(c["experiment"], model, c["train_size"] or None,
                                             c["entropy_bits"])[0]) for c in rs]
