@@ -438,6 +438,19 @@ def test_progress_time_left_before_any_cell_finished_comes_from_the_training_log
     assert p.line().endswith("~5000 s left (from the running cells' training progress)")
 
 
+def test_training_progress_reads_the_line_the_task_writes(tmp_path):
+    from fairseq_entropy.tasks.systematicity import TrainingProgress
+
+    p = TrainingProgress(30, max_update=100, max_epoch=0, updates_per_epoch=10,
+                         clock=lambda: 0.0)
+    p.step(0)
+    # 20 updates in 31 s, 80 left -> 80 * 31 / 20 = 124 s
+    log = tmp_path / "train.log"
+    log.write_text(f"2026-12-01 13:42:21 | INFO | fairseq_entropy.tasks.systematicity | "
+                   f"{p.line(20, 31.0)}\n")
+    assert sweep.training_progress(log) == (31.0, 124.0)
+
+
 def test_progress_time_left_counts_down_between_finished_cells():
     import io
 
