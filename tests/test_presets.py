@@ -74,16 +74,13 @@ def test_every_preset_expands_to_the_arguments_of_the_flat_file(tmp_path, monkey
                 (level / "manifest.json").write_text(json.dumps({"support": ["v"] * k}))
                 sizes = iter([n, n])
                 args = train_args(new[name], level)
-                # the one change since the flat file: the Transformers compute each batch as
-                # two length-sorted halves (same batch and gradient, less padding)
-                # with the fused AdamW kernel (the same update up to float rounding)
+                # the one change since the flat file: the Transformers step with the fused
+                # AdamW kernel (the same update up to float rounding)
+                assert "--length-chunks" not in args, name
                 if old_preset["arch"].startswith("scan_transformer"):
-                    i = args.index("--length-chunks")
-                    assert args[i + 1] == "2", name
-                    args = args[:i] + args[i + 2:]
                     args.remove("--adamw-fused")
                 else:
-                    assert "--length-chunks" not in args and "--adamw-fused" not in args, name
+                    assert "--adamw-fused" not in args, name
                 # and the one optimiser change: torch.optim.AdamW (the authors' optimiser) for
                 # the presets that had fairseq's adam with decoupled weight decay, with its
                 # epsilon written out

@@ -9,6 +9,7 @@ import fairseq_entropy  # noqa: F401  (registers the model)
 from fairseq_entropy.scan.binarize import dictionary_words
 from fairseq_entropy.scan.grammar import Grammar
 from fairseq_entropy.models.scan_transformer import ScanTransformerModel
+from fairseq_entropy.modules.dropout import UniformMaskDropout
 from fairseq_entropy.modules.positions import (RotaryPositions, relative_bucket,
                                                sinusoidal_table, token_positions)
 
@@ -108,9 +109,9 @@ def test_shapes_and_padding_invariance(scheme):
 
 @pytest.mark.parametrize("scheme", SCHEMES)
 def test_real_token_pass_equals_the_padded_computation(scheme):
-    """The teacher-forced decoder computes the real target tokens only; its loss and every
-    gradient equal those of the whole padded [B, T] computation (run here through the same
-    layers without packing), and the logits at padding are zero."""
+    """Encoder and teacher-forced decoder compute the real tokens only; the loss and every
+    gradient equal those of the whole padded [B, S] / [B, T] computation (run here through
+    the same layers without packing), and encoder output and logits are zero at padding."""
     model = build(scheme).train()  # dropout 0: deterministic, but the training code path
     d = model.encoder.dictionary
     src = random_batch(d, [7, 3, 5], left_pad=True, seed=4)
@@ -127,12 +128,18 @@ def test_real_token_pass_equals_the_padded_computation(scheme):
                                if p.grad is not None}
 
     enc = model.encoder(src, torch.tensor([7, 3, 5]))
+    src_real = src.ne(d.pad())
+    assert not src_real.all() and torch.count_nonzero(enc["encoder_out"][0][~src_real]) == 0
     packed, _ = model.decoder(prev, enc)
     assert torch.count_nonzero(packed[~real]) == 0
     loss, grads = loss_and_grads(packed)
 
-    dec = model.decoder
-    enc = model.encoder(src, torch.tensor([7, 3, 5]))
+    encoder, dec = model.encoder, model.decoder
+    src_pos = token_positions(src, d.pad())
+    enc_padded = encoder._layers(encoder.stack.embed(src, src_pos), src_pos, ~src_real)
+    assert torch.allclose(enc["encoder_out"][0][src_real], enc_padded[src_real], atol=1e-5)
+    enc = {"encoder_out": [enc_padded], "encoder_padding_mask": [~src_real],
+           "src_positions": [src_pos]}
     pos = token_positions(prev, d.pad())
     padded = dec.output_layer(dec._layers(dec.stack.embed(prev, pos), pos, enc))
     ref_loss, ref_grads = loss_and_grads(padded)
@@ -229,3 +236,23 @@ def test_dropout_only_on_attention_and_residual_branches():
     assert not torch.equal(s.layers[0].ffn(x), s.layers[0].ffn(x))
     model.eval()
     assert torch.equal(s.layers[0].ffn(x), s.layers[0].ffn(x))
+
+
+def test_uniform_mask_dropout_keeps_with_probability_one_minus_p_and_rescales():
+    """Inverted dropout: each entry kept with probability 1 - p and scaled by 1 / (1 - p);
+    the gradient is the same mask; identity in evaluation; zeros for p = 1."""
+    torch.manual_seed(3)
+    drop = UniformMaskDropout(0.25).train()
+    x = torch.full((400, 500), 2.0, requires_grad=True)
+    y = drop(x)
+    kept = y != 0
+    # 200,000 Bernoulli(0.75) draws: the share kept is within 5 standard errors of 0.75
+    share = kept.float().mean().item()
+    assert abs(share - 0.75) < 5 * math.sqrt(0.75 * 0.25 / kept.numel())
+    assert torch.equal(y[kept], torch.full_like(y[kept], 2.0 / 0.75))
+    y.sum().backward()
+    assert torch.equal(x.grad, kept.float() / 0.75)
+    assert drop.eval()(x) is x
+    assert torch.count_nonzero(UniformMaskDropout(1.0).train()(x)) == 0
+    with pytest.raises(ValueError):
+        UniformMaskDropout(1.5)

@@ -27,6 +27,7 @@ from omegaconf import II
 from torch import Tensor
 
 from ..modules.attention import MultiheadAttention, truncated_normal_
+from ..modules.dropout import UniformMaskDropout
 from ..modules.packing import pack_rows, real_rows, unpack_rows
 from ..modules.positions import (POSITION_ENCODINGS, ROPE_VARIANTS, AbsolutePositions,
                                  RelativePositions, RotaryPositions, token_positions)
@@ -75,8 +76,9 @@ class ScanTransformerConfig(FairseqDataclass):
 
 
 def dropout_or_identity(p: float) -> nn.Module:
-    """``nn.Dropout(p)``, or ``nn.Identity()`` for p = 0 (no kernel and no random numbers)."""
-    return nn.Dropout(p) if p > 0 else nn.Identity()
+    """``UniformMaskDropout(p)`` (``nn.Dropout`` with a cheaper mask), or ``nn.Identity()``
+    for p = 0 (no kernel and no random numbers)."""
+    return UniformMaskDropout(p) if p > 0 else nn.Identity()
 
 
 class GEGLU(nn.Module):
@@ -112,7 +114,7 @@ class Layer(nn.Module):
             if cross else None
         self.ffn_norm = nn.LayerNorm(dim)
         self.ffn = GEGLU(dim, 4 * dim, activation_dropout)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = UniformMaskDropout(dropout)
 
 
 class _Stack(nn.Module):
@@ -148,8 +150,8 @@ class _Stack(nn.Module):
 
 class ScanTransformerEncoder(FairseqEncoder):
     """Encoder: ``forward(src_tokens [B, S], src_lengths [B]) -> dict`` with
-    ``encoder_out`` [[B, S, d]], ``encoder_padding_mask`` [[B, S]] and ``src_positions``
-    [[B, S]]."""
+    ``encoder_out`` [[B, S, d]] (zero at padding), ``encoder_padding_mask`` [[B, S]] and
+    ``src_positions`` [[B, S]]."""
 
     def __init__(self, args, dictionary):
         super().__init__(dictionary)
@@ -158,18 +160,31 @@ class ScanTransformerEncoder(FairseqEncoder):
         self.max_source_positions = args.max_source_positions
 
     def forward(self, src_tokens: Tensor, src_lengths: Optional[Tensor] = None, **kwargs):
+        """Encode ``src_tokens [B, S]``.  The position-wise layers (embedding, projections,
+        feed-forward, norms, dropout) run on the ``[n, d]`` stack of the n real source tokens
+        and only self-attention on the padded ``[B, S]`` layout, where ``key_padding_mask``
+        hides the pads; ``encoder_out`` is zero at padding and equals the padded computation
+        at every real position."""
         s = self.stack
         pad_mask = src_tokens.eq(s.padding_idx)
         pos = token_positions(src_tokens, s.padding_idx)
-        x = s.embed(src_tokens, pos)
+        rows = real_rows(src_tokens, s.padding_idx)
+        x = s.embed(pack_rows(src_tokens, rows), pack_rows(pos, rows))
+        x = unpack_rows(self._layers(x, pos, pad_mask, rows), rows, tuple(src_tokens.shape))
+        return {"encoder_out": [x], "encoder_padding_mask": [pad_mask], "src_positions": [pos]}
+
+    def _layers(self, x: Tensor, pos: Tensor, pad_mask: Tensor,
+                rows: Optional[Tensor] = None) -> Tensor:
+        """The layers and final norm on embedded tokens: ``x [n, d]`` (the real tokens
+        ``rows [n]``) or, without ``rows``, the padded ``x [B, S, d]``; ``pos [B, S]``."""
+        s = self.stack
         for layer in s.layers:
             h = layer.self_norm(x)
             x = x + layer.dropout(layer.self_attn(
                 h, key_padding_mask=pad_mask, q_pos=pos, rope=s.rope,
-                rel_q=s.relative, rel_k=s.relative))
+                rel_q=s.relative, rel_k=s.relative, rows=rows))
             x = x + layer.dropout(layer.ffn(layer.ffn_norm(x)))
-        x = s.final_norm(x)
-        return {"encoder_out": [x], "encoder_padding_mask": [pad_mask], "src_positions": [pos]}
+        return s.final_norm(x)
 
     def reorder_encoder_out(self, encoder_out: Dict[str, List[Tensor]], new_order: Tensor):
         return {key: [t.index_select(0, new_order) for t in val]

@@ -75,6 +75,19 @@ class MultiheadAttention(nn.Module):
         b, t, _ = x.shape
         return x.view(b, t, self.num_heads, self.head_dim).transpose(1, 2)
 
+    def _project(self, x: Tensor, lins, unpack=None):
+        """``x [..., d]`` through the projections ``lins`` as one product (their weights
+        stacked; each output equals its own ``nn.Linear``), optionally scattered back to the
+        padded layout by ``unpack``; returns one ``[B, H, T, d_head]`` tensor per projection."""
+        if len(lins) == 1:
+            y = lins[0](x)
+        else:
+            y = F.linear(x, torch.cat([lin.weight for lin in lins]),
+                         torch.cat([lin.bias for lin in lins]))
+        if unpack is not None:
+            y = unpack(y)
+        return [self._heads(part) for part in y.chunk(len(lins), dim=-1)]
+
     def _table_heads(self, lin: nn.Linear, table: Tensor) -> Tensor:
         return lin(table).view(table.shape[0], self.num_heads, self.head_dim).transpose(0, 1)
 
@@ -86,24 +99,25 @@ class MultiheadAttention(nn.Module):
                 rel_k: Optional[RelativePositions] = None,
                 incremental_state: Optional[Dict[str, Dict[str, Optional[Tensor]]]] = None,
                 rows: Optional[Tensor] = None) -> Tensor:
-        heads = self._heads
+        unpack = None
         if rows is not None:
             if incremental_state is not None or q_pos is None:
                 raise ValueError("packed rows need q_pos [B, Tq] and are for the "
                                  "teacher-forced pass, not for incremental decoding")
             shape = tuple(q_pos.shape)
 
-            def heads(x: Tensor) -> Tensor:
-                return self._heads(unpack_rows(x, rows, shape))
+            def unpack(x: Tensor) -> Tensor:
+                return unpack_rows(x, rows, shape)
         bsz = q_pos.shape[0] if rows is not None else query.shape[0]
-        q = heads(self.q_proj(query))
-        if rope is not None:
-            q = rope(q, q_pos)
         cache = self.get_incremental_state(incremental_state, "attn") \
             if incremental_state is not None else None
         if self.self_attention:
-            k = heads(self.k_proj(query))
-            v = heads(self.v_proj(query))
+            q, k, v = self._project(query, (self.q_proj, self.k_proj, self.v_proj), unpack)
+        else:
+            (q,) = self._project(query, (self.q_proj,), unpack)
+        if rope is not None:
+            q = rope(q, q_pos)
+        if self.self_attention:
             if rope is not None:
                 k = rope(k, q_pos)
             k_pos = q_pos
@@ -118,8 +132,7 @@ class MultiheadAttention(nn.Module):
             if cache is not None and cache.get("key") is not None:
                 k, v, k_pos = cache["key"], cache["value"], cache["pos"]
             else:
-                k = self._heads(self.k_proj(key_value))
-                v = self._heads(self.v_proj(key_value))
+                k, v = self._project(key_value, (self.k_proj, self.v_proj))
                 if rope is not None:
                     k = rope(k, k_pos)
                 if incremental_state is not None:
