@@ -467,3 +467,29 @@ def test_progress_time_left_counts_down_between_finished_cells():
     assert p.line().endswith("151 s elapsed, ~150 s left")
     now[0] = 500.0  # 200 s expected after the last finish at 101 s: 199 s over
     assert p.line().endswith("500 s elapsed, ~0 s left (199 s past the estimate)")
+
+
+def test_progress_after_finished_cells_prefers_the_running_cells_training_logs(tmp_path):
+    """Once cells have finished, the running cells' own progress lines still give the time
+    left (a slower running cell is not reported as done); the finished cells' mean wall time
+    prices the waves still to come."""
+    import io
+
+    line = ("2026-12-01 13:42:21 | INFO | fairseq_entropy.tasks.systematicity | progress: epoch "
+            "5/24 | update 991/4512 | {el} s elapsed | ~{left} s left | last valid seq_acc n/a\n")
+    now = [0.0]
+    p = sweep.Progress(total=5, workers=2, out=io.StringIO(), clock=lambda: now[0])
+    now[0] = 500.0
+    p.add(sweep.CellResult("a", "done", wall_s=500.0, accuracy=0.5))
+    a, b = tmp_path / "a.log", tmp_path / "b.log"
+    a.write_text(line.format(el=450, left=300))
+    p.begin("b", a)
+    p.begin("c", b)
+    now[0] = 900.0
+    # c has no progress line yet: the finished cells' mean, 4 cells x 500 s / 2 workers
+    # = 1000 s from the last finish at 500 s, 400 s of it gone
+    assert p.line().endswith("900 s elapsed, ~600 s left")
+    b.write_text(line.format(el=100, left=700))
+    # both running cells report: 700 s for the slower, then the 2 waiting cells as one more
+    # wave of the finished cells' 500 s
+    assert p.line().endswith("~1200 s left (from the running cells' training progress)")

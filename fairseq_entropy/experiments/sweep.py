@@ -400,12 +400,14 @@ class Progress:
     """Progress line at least every :data:`PROGRESS_INTERVAL_S` seconds: cells finished,
     running, elapsed and an estimate of the time left.
 
-    Once a cell has trained: the mean wall time of the cells that trained so far x cells left /
-    workers, less the time since the last cell finished (which the running cells have already
-    worked); once the running cells outlast it, how far past the estimate they are.  Before
-    that, from the running cells' own training progress (:func:`training_progress` of the
-    ``train.log`` given to :meth:`begin`): the longest time left of a running cell, plus one
-    mean run (elapsed + left) for every further wave of ``workers`` cells."""
+    When every running cell has written a training progress line (:func:`training_progress`
+    of the ``train.log`` given to :meth:`begin`): the longest time left of a running cell, plus
+    one mean run for every further wave of ``workers`` cells (the mean wall time of the cells
+    that trained so far, or before any finished, the running cells' mean elapsed + left).
+    Otherwise, once a cell has trained: the mean wall time of the cells that trained so far x
+    cells left / workers, less the time since the last cell finished (which the running cells
+    have already worked); once the running cells outlast it, how far past the estimate they
+    are."""
 
     def __init__(self, total: int, workers: int, out=None, clock=time.monotonic):
         self.total, self.workers = total, max(workers, 1)
@@ -429,12 +431,17 @@ class Progress:
                                                     and r.status != "skipped" else ""),
               file=self.out, flush=True)
 
-    def _from_running_cells(self, left_cells: int) -> Optional[float]:
-        runs = [t for t in map(training_progress, list(self.running.values())) if t]
+    def _from_running_cells(self, left_cells: int, mean_run: Optional[float] = None,
+                            every: bool = False) -> Optional[float]:
+        runs = [training_progress(log) for log in list(self.running.values())]
+        if every and not all(runs):
+            return None
+        runs = [t for t in runs if t]
         if not runs:
             return None
         waves = math.ceil(max(left_cells - len(self.running), 0) / self.workers)
-        mean_run = sum(e + left for e, left in runs) / len(runs)
+        if mean_run is None:
+            mean_run = sum(e + left for e, left in runs) / len(runs)
         return max(left for _, left in runs) + waves * mean_run
 
     def line(self) -> str:
@@ -445,10 +452,15 @@ class Progress:
         left = "? s left"
         if trained:
             mean = sum(trained) / len(trained)
-            estimate = mean * left_cells / self.workers - (now - self.last_finish)
-            # past 0: the running cells take longer than the cells before them
-            left = f"~{max(estimate, 0):.0f} s left" + (
-                f" ({-estimate:.0f} s past the estimate)" if estimate < 0 else "")
+            estimate = self._from_running_cells(left_cells, mean, every=True) \
+                if self.running else None
+            if estimate is not None:
+                left = f"~{estimate:.0f} s left (from the running cells' training progress)"
+            else:
+                estimate = mean * left_cells / self.workers - (now - self.last_finish)
+                # past 0: the running cells take longer than the cells before them
+                left = f"~{max(estimate, 0):.0f} s left" + (
+                    f" ({-estimate:.0f} s past the estimate)" if estimate < 0 else "")
         else:
             estimate = self._from_running_cells(left_cells)
             if estimate is not None:

@@ -48,7 +48,9 @@ class MultiheadAttention(nn.Module):
     ``[B, Tq]`` batch), ``query`` is the ``[n, d]`` stack of the real query tokens and the
     result is ``[n, d]``: the projections run on the real tokens only and just the scores
     and weighted sums on the padded layout (the queries' pad rows are zero there and are
-    dropped; ``q_pos`` stays ``[B, Tq]``).
+    dropped; ``q_pos`` stays ``[B, Tq]``).  Self-attention computes its query, key and value
+    projections as one product (cross-attention its key and value), with the three weight
+    matrices stacked: the same outputs as three ``nn.Linear`` calls, in fewer operations.
 
     The softmax and weighted sum run in ``torch.nn.functional.scaled_dot_product_attention``
     (dropout ``dropout`` on the probabilities while training); the relative scheme's terms are
