@@ -74,11 +74,13 @@ finally:
 
 
 def write_reference_format(raw_level: Path, split: str, out: Path) -> int:
-    """``IN: command OUT: actions`` lines from ``split.in`` / ``split.out``; returns the count."""
-    ins = (raw_level / f"{split}.in").read_text().splitlines()
-    outs = (raw_level / f"{split}.out").read_text().splitlines()
-    out.write_text("".join(f"IN: {i} OUT: {o}\n" for i, o in zip(ins, outs)))
-    return len(ins)
+    """The SCAN-format (``IN: ... OUT: ...``) file of ``split.in`` / ``split.out``; returns
+    the number of examples."""
+    from fairseq_entropy.scan.datafiles import read_pair, write_scan_file
+
+    examples = read_pair(raw_level / split)
+    write_scan_file(out, examples)
+    return len(examples)
 
 
 def measure_reference(repo: Path, train: Path, valid: Path, n_train: int, batch: int,
