@@ -256,3 +256,64 @@ def test_uniform_mask_dropout_keeps_with_probability_one_minus_p_and_rescales():
     assert torch.count_nonzero(UniformMaskDropout(1.0).train()(x)) == 0
     with pytest.raises(ValueError):
         UniformMaskDropout(1.5)
+
+
+def _attention_inputs(seed=5, b=3, h=2, tq=5, tk=7, dh=8):
+    g = torch.Generator().manual_seed(seed)
+    q, k, v = (torch.randn(b, h, t, dh, generator=g) for t in (tq, tk, tk))
+    bias = torch.randn(b, h, tq, tk, generator=g)
+    pads = torch.zeros(b, tk, dtype=torch.bool)
+    pads[0, 5:] = True
+    pads[2, 6:] = True
+    blocked = pads[:, None, None, :] | torch.ones(tq, tk, dtype=torch.bool).triu(tk - tq + 1)
+    return q, k, v, bias, blocked
+
+
+def test_attention_with_dropout_is_the_fused_kernels_computation():
+    """Without dropping anything, the written-out training path equals
+    scaled_dot_product_attention (scale 1/sqrt(d_head), additive bias, -inf where blocked),
+    and a hand computation of softmax(q k^T / sqrt(d_head) + bias) v."""
+    from fairseq_entropy.modules.attention import MultiheadAttention
+
+    attn = MultiheadAttention(16, 2, dropout=0.3)
+    attn.dropout.eval()  # the mask is all ones: the rest of the computation is compared
+    q, k, v, bias, blocked = _attention_inputs()
+    got = attn._attend_with_dropout(q, k, v, bias, blocked)
+    sdpa = torch.nn.functional.scaled_dot_product_attention(
+        q, k, v, attn_mask=bias.masked_fill(blocked, float("-inf")))
+    scores = (q @ k.transpose(-1, -2)) / math.sqrt(8) + bias
+    hand = torch.softmax(scores.masked_fill(blocked, float("-inf")), dim=-1) @ v
+    assert torch.allclose(got, sdpa, atol=1e-6)
+    assert torch.allclose(got, hand, atol=1e-6)
+    # blocked keys get no weight: changing their values changes nothing
+    v2 = v.clone()
+    v2[0, :, 5:] = 100.0
+    assert torch.allclose(attn._attend_with_dropout(q, k, v2, None, blocked),
+                          attn._attend_with_dropout(q, k, v, None, blocked), atol=1e-6)
+
+
+def test_attention_dropout_drops_probabilities_and_is_unbiased():
+    """In training, each attention probability is kept with probability 1 - p and scaled
+    by 1 / (1 - p): with v the identity the output rows are the dropped-out probabilities
+    themselves, and their mean over draws is the probabilities without dropout."""
+    from fairseq_entropy.modules.attention import MultiheadAttention
+
+    torch.manual_seed(11)
+    p = 0.25
+    attn = MultiheadAttention(16, 2, dropout=p).train()
+    q, k, _, _, blocked = _attention_inputs(tk=8, dh=8)
+    eye = torch.eye(8).expand(3, 2, 8, 8)  # v = I: the output is the probability matrix
+    probs = torch.softmax((q @ k.transpose(-1, -2) / math.sqrt(8)).masked_fill(
+        blocked, float("-inf")), dim=-1)
+    draws = torch.stack([attn._attend_with_dropout(q, k, eye, None, blocked)
+                         for _ in range(4000)])
+    kept = draws != 0
+    allowed = probs > 0
+    assert not kept[:, ~allowed.expand_as(kept[0])].any()
+    assert torch.allclose(draws[kept], (probs / (1 - p)).expand_as(draws)[kept], rtol=1e-5)
+    share = kept[:, allowed].float().mean().item()
+    n = kept[:, allowed].numel()
+    assert abs(share - (1 - p)) < 5 * math.sqrt(p * (1 - p) / n)
+    # unbiased: the mean over 4000 draws is within 5 standard errors of each probability
+    se = probs * math.sqrt(p / (1 - p) / 4000)
+    assert ((draws.mean(0) - probs).abs() <= 5 * se + 1e-6).all()

@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from fairseq.incremental_decoding_utils import with_incremental_state
 from torch import Tensor
 
+from .dropout import UniformMaskDropout
 from .packing import pack_rows, unpack_rows
 from .positions import RelativePositions, RotaryPositions
 
@@ -68,7 +69,7 @@ class MultiheadAttention(nn.Module):
         self.k_proj = nn.Linear(dim, dim)
         self.v_proj = nn.Linear(dim, dim)
         self.out_proj = nn.Linear(dim, dim)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = UniformMaskDropout(dropout)
         for lin in (self.q_proj, self.k_proj, self.v_proj, self.out_proj):
             truncated_normal_(lin.weight, dim)
             nn.init.zeros_(lin.bias)
@@ -141,12 +142,11 @@ class MultiheadAttention(nn.Module):
                     self.set_incremental_state(incremental_state, "attn",
                                                {"key": k, "value": v, "pos": k_pos})
         tq, tk = q.shape[2], k.shape[2]
-        # one attention kernel (torch's scaled_dot_product_attention): the relative scheme's
-        # extra terms and the masks enter as an additive float mask, or as a boolean mask
-        # (True = may attend) when there are no extra terms
-        mask = None
+        # the relative scheme's extra terms enter the scores as an additive float bias; the
+        # masks as -inf in it, or as a boolean mask (True = may attend) when there is no bias
+        bias = None
         if rel_q is not None:
-            mask = self._relative_scores(q, k, q_pos, k_pos, rel_q, rel_k) / \
+            bias = self._relative_scores(q, k, q_pos, k_pos, rel_q, rel_k) / \
                 math.sqrt(self.head_dim)
         blocked = None
         if causal and tq > 1:
@@ -155,16 +155,37 @@ class MultiheadAttention(nn.Module):
         if key_padding_mask is not None:
             pads = key_padding_mask[:, None, None, :]
             blocked = pads if blocked is None else blocked | pads
-        if mask is not None and blocked is not None:
-            mask = mask.masked_fill(blocked, float("-inf"))
-        elif blocked is not None:
-            mask = ~blocked
-        out = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, dropout_p=self.dropout.p if self.training else 0.0)
+        if self.training and self.dropout.p > 0:
+            out = self._attend_with_dropout(q, k, v, bias, blocked)
+        else:
+            if bias is not None and blocked is not None:
+                mask = bias.masked_fill(blocked, float("-inf"))
+            else:
+                mask = bias if blocked is None else ~blocked
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         out = out.transpose(1, 2).reshape(bsz, tq, self.dim)
         if rows is not None:
             out = pack_rows(out, rows)
         return self.out_proj(out)
+
+    def _attend_with_dropout(self, q: Tensor, k: Tensor, v: Tensor, bias: Optional[Tensor],
+                             blocked: Optional[Tensor]) -> Tensor:
+        """``softmax(q k^T / sqrt(d_head) + bias)`` with dropout on the probabilities, times
+        ``v``: ``q [B, H, Tq, dh]``, ``k``/``v`` ``[B, H, Tk, dh]``; ``bias`` (float) and
+        ``blocked`` (bool, True = may not attend) broadcastable to ``[B, H, Tq, Tk]``, or
+        None; returns ``[B, H, Tq, dh]``.
+
+        The computation of ``scaled_dot_product_attention`` with ``dropout_p`` on this CPU,
+        written out so that the dropout mask comes from uniform draws
+        (:class:`~fairseq_entropy.modules.dropout.UniformMaskDropout`), as every other
+        dropout of the model, instead of ``bernoulli_``.
+        """
+        scores = torch.matmul(q, k.transpose(-1, -2)).mul_(1.0 / math.sqrt(self.head_dim))
+        if bias is not None:
+            scores = scores + bias
+        if blocked is not None:
+            scores = scores.masked_fill_(blocked, float("-inf"))
+        return torch.matmul(self.dropout(torch.softmax(scores, dim=-1)), v)
 
     def _relative_scores(self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor,
                          rel_q: RelativePositions, rel_k: RelativePositions) -> Tensor:
