@@ -160,7 +160,8 @@ def main(argv=None) -> int:
     import logging
 
     logging.basicConfig(level=logging.WARNING)
-    logging.getLogger("fairseq").setLevel(logging.WARNING)
+    for name in ("fairseq", "fairseq_entropy"):  # their INFO lines are not the benchmark's
+        logging.getLogger(name).setLevel(logging.WARNING)
     torch.set_num_threads(args.threads)
     os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(args.threads)
     import fairseq_entropy  # noqa: F401  (registers the archs)

@@ -128,7 +128,12 @@ def main():
     if not train_py.exists():
         sys.exit(f"{train_py} not found: --authors-repo must be a checkout of "
                  "github.com/ltgoslo/systematicity-entropy")
+    import logging
+
     import torch
+    logging.basicConfig(level=logging.WARNING)
+    for name in ("fairseq", "fairseq_entropy"):  # their INFO lines are not the benchmark's
+        logging.getLogger(name).setLevel(logging.WARNING)
     torch.set_num_threads(args.threads)
 
     with tempfile.TemporaryDirectory(prefix="bench_reference_") as tmp:
