@@ -41,6 +41,16 @@ REPO = Path(__file__).resolve().parents[1]
 USER_DIR = REPO / "fairseq_entropy"
 
 
+def quiet_logging() -> None:
+    """Warnings and errors only: fairseq's and the plugin's INFO lines are not the
+    benchmark's output."""
+    import logging
+
+    logging.basicConfig(level=logging.WARNING)
+    for name in ("fairseq", "fairseq_entropy"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
 def console_script(name: str) -> str:
     """The path of console script ``name`` beside this interpreter (so that a virtual
     environment's python finds its own scripts without being activated), else ``name``."""
@@ -157,11 +167,7 @@ def main(argv=None) -> int:
                    help="decode this trained checkpoint for PRESET instead of the benchmark's")
     args = p.parse_args(argv)
 
-    import logging
-
-    logging.basicConfig(level=logging.WARNING)
-    for name in ("fairseq", "fairseq_entropy"):  # their INFO lines are not the benchmark's
-        logging.getLogger(name).setLevel(logging.WARNING)
+    quiet_logging()
     torch.set_num_threads(args.threads)
     os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(args.threads)
     import fairseq_entropy  # noqa: F401  (registers the archs)

@@ -32,7 +32,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_models import build_exp1_level, measure_training  # noqa: E402
+from bench_models import build_exp1_level, measure_training, quiet_logging  # noqa: E402
 
 # the reference's --type for each Experiment 1 Transformer preset
 REFERENCE_TYPE = {"exp1_transformer_sinusoidal": "van", "exp1_transformer_sinusoidal_pool16": "van",
@@ -128,12 +128,8 @@ def main():
     if not train_py.exists():
         sys.exit(f"{train_py} not found: --authors-repo must be a checkout of "
                  "github.com/ltgoslo/systematicity-entropy")
-    import logging
-
     import torch
-    logging.basicConfig(level=logging.WARNING)
-    for name in ("fairseq", "fairseq_entropy"):  # their INFO lines are not the benchmark's
-        logging.getLogger(name).setLevel(logging.WARNING)
+    quiet_logging()
     torch.set_num_threads(args.threads)
 
     with tempfile.TemporaryDirectory(prefix="bench_reference_") as tmp:

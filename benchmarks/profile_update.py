@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_models import build_exp1_level, build_trainer  # noqa: E402
+from bench_models import build_exp1_level, build_trainer, quiet_logging  # noqa: E402
 
 
 class PhaseTimer:
@@ -115,10 +115,7 @@ def main(argv=None) -> int:
                         "the same computation can exceed here")
     args = p.parse_args(argv)
 
-    import logging
-    logging.basicConfig(level=logging.WARNING)
-    for name in ("fairseq", "fairseq_entropy"):  # their INFO lines are not the benchmark's
-        logging.getLogger(name).setLevel(logging.WARNING)
+    quiet_logging()
     torch.set_num_threads(args.threads)
     import fairseq_entropy  # noqa: F401  (registers the archs)
 

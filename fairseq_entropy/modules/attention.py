@@ -54,8 +54,10 @@ class MultiheadAttention(nn.Module):
     matrices stacked: the same outputs as three ``nn.Linear`` calls, in fewer operations.
 
     The softmax and weighted sum run in ``torch.nn.functional.scaled_dot_product_attention``
-    (dropout ``dropout`` on the probabilities while training); the relative scheme's terms are
-    passed to it as an additive mask.
+    in evaluation and decoding; in training with dropout they are written out
+    (:meth:`_attend_with_dropout`) so that the dropout ``dropout`` on the probabilities draws
+    its mask as every other dropout of the model.  The relative scheme's terms enter the
+    scores as an additive bias.
     """
 
     def __init__(self, dim: int, num_heads: int, dropout: float = 0.0,
@@ -184,7 +186,7 @@ class MultiheadAttention(nn.Module):
         if bias is not None:
             scores = scores + bias
         if blocked is not None:
-            scores = scores.masked_fill_(blocked, float("-inf"))
+            scores.masked_fill_(blocked, float("-inf"))
         return torch.matmul(self.dropout(torch.softmax(scores, dim=-1)), v)
 
     def _relative_scores(self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor,
