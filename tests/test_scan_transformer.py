@@ -317,3 +317,27 @@ def test_attention_dropout_drops_probabilities_and_is_unbiased():
     # unbiased: the mean over 4000 draws is within 5 standard errors of each probability
     se = probs * math.sqrt(p / (1 - p) / 4000)
     assert ((draws.mean(0) - probs).abs() <= 5 * se + 1e-6).all()
+
+
+def test_cpu_training_with_dropout_takes_the_written_out_path(monkeypatch):
+    """On the CPU, training with dropout > 0 computes attention through _attend_with_dropout;
+    evaluation, and training without dropout, through scaled_dot_product_attention."""
+    from fairseq_entropy.modules.attention import MultiheadAttention
+
+    calls = []
+    original = MultiheadAttention._attend_with_dropout
+
+    def counted(self, *args):
+        calls.append(self)
+        return original(self, *args)
+
+    monkeypatch.setattr(MultiheadAttention, "_attend_with_dropout", counted)
+    d = build("sinusoidal").encoder.dictionary
+    src = random_batch(d, [5, 6, 4], seed=2)
+    model = build("sinusoidal", dropout=0.1).train()
+    model.encoder(src)
+    assert len(calls) == 2  # one self-attention per encoder layer
+    model.eval()
+    model.encoder(src)
+    build("sinusoidal", dropout=0.0).train().encoder(src)
+    assert len(calls) == 2

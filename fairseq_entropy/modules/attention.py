@@ -54,10 +54,10 @@ class MultiheadAttention(nn.Module):
     matrices stacked: the same outputs as three ``nn.Linear`` calls, in fewer operations.
 
     The softmax and weighted sum run in ``torch.nn.functional.scaled_dot_product_attention``
-    in evaluation and decoding; in training with dropout they are written out
-    (:meth:`_attend_with_dropout`) so that the dropout ``dropout`` on the probabilities draws
-    its mask as every other dropout of the model.  The relative scheme's terms enter the
-    scores as an additive bias.
+    (dropout ``dropout`` on the probabilities while training), except in training on the CPU,
+    where they are written out (:meth:`_attend_with_dropout`) so that the dropout mask is drawn
+    as every other dropout of the model, from uniform numbers, which is cheaper there than the
+    kernel's ``bernoulli_``.  The relative scheme's terms enter the scores as an additive bias.
     """
 
     def __init__(self, dim: int, num_heads: int, dropout: float = 0.0,
@@ -157,14 +157,15 @@ class MultiheadAttention(nn.Module):
         if key_padding_mask is not None:
             pads = key_padding_mask[:, None, None, :]
             blocked = pads if blocked is None else blocked | pads
-        if self.training and self.dropout.p > 0:
+        dropout_p = self.dropout.p if self.training else 0.0
+        if dropout_p > 0 and q.device.type == "cpu":
             out = self._attend_with_dropout(q, k, v, bias, blocked)
-        else:
+        else:  # fused kernels (on an accelerator, also with dropout)
             if bias is not None and blocked is not None:
                 mask = bias.masked_fill(blocked, float("-inf"))
             else:
                 mask = bias if blocked is None else ~blocked
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
         out = out.transpose(1, 2).reshape(bsz, tq, self.dim)
         if rows is not None:
             out = pack_rows(out, rows)
