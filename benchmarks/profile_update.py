@@ -6,12 +6,15 @@ pass, the optimizer (gradient clipping and the parameter update) and fairseq's p
 bookkeeping (everything else inside ``train_step``: logging outputs, metrics, learning-rate
 schedule, checks).  Each phase is timed with ``time.perf_counter`` around the function that
 does it; the percentages are of the total wall time of the timed updates.  With ``--trace``,
-also prints torch.profiler's table of the most expensive operators.
+also prints torch.profiler's table of the most expensive operators.  With ``--floor``, the
+time below which no eager PyTorch implementation of the same update can go on this core (see
+:func:`print_floor`).
 
 Not a test.  Usage::
 
     OMP_NUM_THREADS=1 python benchmarks/profile_update.py [--preset exp1_transformer_sinusoidal]
-        [--data LEVEL_DATABIN] [--updates 200] [--trace] [-- EXTRA FAIRSEQ-TRAIN ARGS]
+        [--data LEVEL_DATABIN] [--updates 200] [--trace] [--ceiling] [--floor]
+        [-- EXTRA FAIRSEQ-TRAIN ARGS]
 
 Without ``--data`` it builds and binarizes Experiment 1 at 3 bits (seed 1) in a temporary
 directory.  Figures depend on the machine and its load: compare variants side by side in one
@@ -33,6 +36,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_models import build_exp1_level, build_trainer, quiet_logging  # noqa: E402
 
 
+PHASE_PREFIX = "phase: "
+GEMM = ("aten::mm", "aten::addmm", "aten::bmm")
+# kernels of the model whose work is more than dispatching a call: random numbers for dropout,
+# the GELU, softmax, log-softmax and layer norm, forward and backward
+HEAVY_KERNELS = ("aten::uniform_", "aten::bernoulli_", "aten::gelu", "aten::gelu_backward",
+                 "aten::_softmax", "aten::_softmax_backward_data", "aten::_log_softmax",
+                 "aten::_log_softmax_backward_data", "aten::native_layer_norm",
+                 "aten::native_layer_norm_backward")
+MODEL_PHASES = ("model forward", "criterion", "backward")
+
+
 class PhaseTimer:
     """Accumulates wall seconds per phase; nested phases are subtracted from their parent."""
 
@@ -45,7 +59,8 @@ class PhaseTimer:
         start = time.perf_counter()
         self._stack.append(0.0)
         try:
-            yield
+            with torch.profiler.record_function(PHASE_PREFIX + name):
+                yield
         finally:
             inner = self._stack.pop()
             spent = time.perf_counter() - start
@@ -77,15 +92,7 @@ def matmul_gflops(m: int, k: int, n: int, seconds: float = 2.0) -> float:
 
 def print_ceiling(trainer, batches, measured: float, updates: int = 20) -> None:
     """FLOPs per update (mean over ``updates`` batches) and the compute-bound ceiling."""
-    from torch.utils.flop_counter import FlopCounterMode
-
-    flops = 0
-    for _ in range(updates):
-        counter = FlopCounterMode(display=False)
-        with counter:
-            trainer.train_step([next(batches)])
-        flops += counter.get_total_flops()
-    flops /= updates
+    flops = update_flops(trainer, batches, updates)
     model_dim = getattr(trainer.model.cfg if hasattr(trainer.model, "cfg") else None,
                         "embed_dim", None) or 128
     # the dominant products: [tokens of a batch, d] @ [d, 4d] (feed-forward, projections)
@@ -96,6 +103,111 @@ def print_ceiling(trainer, batches, measured: float, updates: int = 20) -> None:
           f"GFLOP/s; at that speed the products alone take {1000 * floor:.0f} ms/update, a "
           f"ceiling of {1 / floor:.1f} updates/s (measured: {measured:.2f}, "
           f"{100 * measured * floor:.0f}% of the ceiling)")
+
+
+def update_flops(trainer, batches, updates: int = 20) -> float:
+    """Floating-point operations of one update (forward and backward; mean over ``updates``
+    batches), counted by ``torch.utils.flop_counter``."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    flops = 0
+    for _ in range(updates):
+        counter = FlopCounterMode(display=False)
+        with counter:
+            trainer.train_step([next(batches)])
+        flops += counter.get_total_flops()
+    return flops / updates
+
+
+def call_seconds(seconds: float = 1.0) -> float:
+    """The cost of one dispatched PyTorch operator call that does (almost) no work: an
+    addition of two 4-element tensors without autograd, on this core."""
+    a, b = torch.randn(4), torch.randn(4)
+    with torch.no_grad():
+        for _ in range(1000):
+            torch.add(a, b)
+        count, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            for _ in range(1000):
+                torch.add(a, b)
+            count += 1000
+    return (time.perf_counter() - start) / count
+
+
+def op_calls(prof, updates: int) -> dict:
+    """Per model phase (:data:`MODEL_PHASES`), the operator calls of the profiled updates that
+    were dispatched from Python or from autograd (not from inside another operator):
+    ``{phase: {op name: [calls per update, self ms per update]}}``."""
+    by_phase = {}
+    for event in prof.events():
+        if not event.name.startswith("aten::"):
+            continue
+        parent, nested, phase = event.cpu_parent, False, None
+        while parent is not None:
+            if parent.name.startswith("aten::") and phase is None:
+                nested = True
+            if parent.name.startswith(PHASE_PREFIX):
+                phase = parent.name[len(PHASE_PREFIX):]
+                if phase in MODEL_PHASES:
+                    break
+            parent = parent.cpu_parent
+        if phase not in MODEL_PHASES:
+            continue
+        ops = by_phase.setdefault(phase, defaultdict(lambda: [0.0, 0.0]))
+        entry = ops[event.name]
+        # nested calls add their kernel time, not another dispatch
+        entry[0] += 0.0 if nested else 1.0 / updates
+        entry[1] += event.self_cpu_time_total / 1e3 / updates
+    return by_phase
+
+
+def print_floor(trainer, batches, phase_ms: dict, updates: int, measured: float) -> None:
+    """The time below which no eager implementation of the same update can go on this core.
+
+    The sum of:
+
+    * the matrix products' floating-point operations (``torch.utils.flop_counter``) at this
+      core's best measured product speed (a 512 x 512 x 512 float32 product);
+    * the measured time of the model's non-product kernels that do real work
+      (:data:`HEAVY_KERNELS`: dropout's random numbers, GELU, softmax, log-softmax, layer
+      norm; forward and backward), as torch.profiler sees them in the updates;
+    * every other operator call of the model's forward, criterion and backward, each at the
+      cost of a call that does no work (:func:`call_seconds`);
+    * the optimizer, fairseq's per-update bookkeeping and data loading, as measured
+      (``phase_ms``: ms per update of the timed updates).
+
+    Each term is either the computation itself at the best speed measured for it, or a part of
+    fairseq's loop the plugin does not run; the real update also spends time on the copies,
+    small element-wise kernels and Python between calls that this bound counts as free.
+    """
+    flops = update_flops(trainer, batches)
+    peak = matmul_gflops(512, 512, 512)
+    prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+    with prof:
+        for _ in range(updates):
+            with torch.profiler.record_function(PHASE_PREFIX + "update"):
+                trainer.train_step([next(batches)])
+    calls = op_calls(prof, updates)
+    dispatch = call_seconds()
+    products = 1000 * flops / (peak * 1e9)
+    heavy = sum(ms for ops in calls.values() for name, (_, ms) in ops.items()
+                if name in HEAVY_KERNELS)
+    other_calls = sum(n for ops in calls.values() for name, (n, _) in ops.items()
+                      if name not in HEAVY_KERNELS and name not in GEMM)
+    others = other_calls * dispatch * 1000
+    fixed = {name: phase_ms.get(name, 0.0)
+             for name in ("optimizer", "fairseq bookkeeping", "data loading")}
+    floor = products + heavy + others + sum(fixed.values())
+    print(f"# floor: matrix products {flops / 1e9:.2f} GFLOP at {peak:.1f} GFLOP/s = "
+          f"{products:.1f} ms")
+    print(f"# floor: dropout random numbers, GELU, softmax, layer norm as measured = "
+          f"{heavy:.1f} ms")
+    print(f"# floor: {other_calls:.0f} other operator calls of the model at "
+          f"{1e6 * dispatch:.2f} us each (a call that does no work) = {others:.1f} ms")
+    print("# floor: " + ", ".join(f"{name} {ms:.1f} ms" for name, ms in fixed.items())
+          + " as measured")
+    print(f"# floor: {floor:.1f} ms/update = {1000 / floor:.1f} updates/s at most on this core "
+          f"(measured {measured:.2f} updates/s, {100 * measured * floor / 1000:.0f}% of it)")
 
 
 def main(argv=None) -> int:
@@ -113,6 +225,12 @@ def main(argv=None) -> int:
                         "backward, torch.utils.flop_counter) and divide them by this core's "
                         "measured matrix-product speed: the updates/s no implementation of "
                         "the same computation can exceed here")
+    p.add_argument("--floor", action="store_true",
+                   help="also print the time below which no eager PyTorch implementation of "
+                        "the same update can go on this core: products at the core's peak, "
+                        "the measured dropout/GELU/softmax/layer-norm kernels, every other "
+                        "call at the cost of an empty one, and the optimizer, bookkeeping and "
+                        "data loading as measured")
     args = p.parse_args(argv)
 
     quiet_logging()
@@ -149,6 +267,7 @@ def main(argv=None) -> int:
               f"{args.threads} thread(s), extra args: {' '.join(extra) or '-'}")
         print(f"# {args.updates / total:.2f} updates/s; real target tokens "
               f"{real / total:.0f}/s; {100 * real / padded:.1f}% of target positions are real")
+        phase_ms = {name: 1000 * s / args.updates for name, s in timer.seconds.items()}
         for name in ("data loading", "model forward", "criterion", "backward", "optimizer",
                      "fairseq bookkeeping"):
             s = timer.seconds.get(name, 0.0)
@@ -166,6 +285,8 @@ def main(argv=None) -> int:
                   f"{1000 / products:.1f} updates/s at these products' measured speed")
         if args.ceiling:
             print_ceiling(trainer, batches, args.updates / total)
+        if args.floor:
+            print_floor(trainer, batches, phase_ms, min(args.updates, 50), args.updates / total)
     return 0
 
 
