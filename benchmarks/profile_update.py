@@ -176,9 +176,11 @@ def print_floor(trainer, batches, phase_ms: dict, updates: int, measured: float)
     * the optimizer, fairseq's per-update bookkeeping and data loading, as measured
       (``phase_ms``: ms per update of the timed updates).
 
-    Each term is either the computation itself at the best speed measured for it, or a part of
-    fairseq's loop the plugin does not run; the real update also spends time on the copies,
-    small element-wise kernels and Python between calls that this bound counts as free.
+    The bound assumes that the products run at the core's peak, the other kernels that do
+    real work at the speed PyTorch's own kernels reach in the update, and that the optimizer
+    step and fairseq's loop cost what they cost now; the copies, small element-wise kernels
+    (residual additions, masks, dropout multiplications) and the Python and autograd work
+    between calls, which a real update also spends time on, count as free.
     """
     flops = update_flops(trainer, batches)
     peak = matmul_gflops(512, 512, 512)
