@@ -20,7 +20,6 @@ from fairseq.incremental_decoding_utils import with_incremental_state
 from torch import Tensor
 
 from .dropout import UniformMaskDropout
-from .packing import pack_rows, unpack_rows
 from .positions import RelativePositions, RotaryPositions
 
 
@@ -49,7 +48,8 @@ class MultiheadAttention(nn.Module):
     ``[B, Tq]`` batch), ``query`` is the ``[n, d]`` stack of the real query tokens and the
     result is ``[n, d]``: the projections run on the real tokens only and just the scores
     and weighted sums on the padded layout (the queries' pad rows are zero there and are
-    dropped; ``q_pos`` stays ``[B, Tq]``).  Self-attention computes its query, key and value
+    dropped; ``q_pos`` stays ``[B, Tq]``), there with the heads leading the batch
+    (:meth:`_forward_packed`).  Self-attention computes its query, key and value
     projections as one product (cross-attention its key and value), with the three weight
     matrices stacked: the same outputs as three ``nn.Linear`` calls, in fewer operations.
 
@@ -80,18 +80,19 @@ class MultiheadAttention(nn.Module):
         b, t, _ = x.shape
         return x.view(b, t, self.num_heads, self.head_dim).transpose(1, 2)
 
-    def _project(self, x: Tensor, lins, unpack=None):
-        """``x [..., d]`` through the projections ``lins`` as one product (their weights
-        stacked; each output equals its own ``nn.Linear``), optionally scattered back to the
-        padded layout by ``unpack``; returns one ``[B, H, T, d_head]`` tensor per projection."""
+    @staticmethod
+    def _linear(x: Tensor, lins) -> Tensor:
+        """``x [..., d]`` through the projections ``lins`` as one product, their weights
+        stacked: ``[..., len(lins) * d]``, each part equal to its own ``nn.Linear``."""
         if len(lins) == 1:
-            y = lins[0](x)
-        else:
-            y = F.linear(x, torch.cat([lin.weight for lin in lins]),
-                         torch.cat([lin.bias for lin in lins]))
-        if unpack is not None:
-            y = unpack(y)
-        return [self._heads(part) for part in y.chunk(len(lins), dim=-1)]
+            return lins[0](x)
+        return F.linear(x, torch.cat([lin.weight for lin in lins]),
+                        torch.cat([lin.bias for lin in lins]))
+
+    def _project(self, x: Tensor, lins):
+        """``x [B, T, d]`` through ``lins`` (:meth:`_linear`); one ``[B, H, T, d_head]``
+        tensor per projection."""
+        return [self._heads(part) for part in self._linear(x, lins).chunk(len(lins), dim=-1)]
 
     def _table_heads(self, lin: nn.Linear, table: Tensor) -> Tensor:
         return lin(table).view(table.shape[0], self.num_heads, self.head_dim).transpose(0, 1)
@@ -104,22 +105,19 @@ class MultiheadAttention(nn.Module):
                 rel_k: Optional[RelativePositions] = None,
                 incremental_state: Optional[Dict[str, Dict[str, Optional[Tensor]]]] = None,
                 rows: Optional[Tensor] = None) -> Tensor:
-        unpack = None
         if rows is not None:
             if incremental_state is not None or q_pos is None:
                 raise ValueError("packed rows need q_pos [B, Tq] and are for the "
                                  "teacher-forced pass, not for incremental decoding")
-            shape = tuple(q_pos.shape)
-
-            def unpack(x: Tensor) -> Tensor:
-                return unpack_rows(x, rows, shape)
-        bsz = q_pos.shape[0] if rows is not None else query.shape[0]
+            return self._forward_packed(query, key_value, key_padding_mask, causal, q_pos,
+                                        k_pos, rope, rel_q, rel_k, rows)
+        bsz = query.shape[0]
         cache = self.get_incremental_state(incremental_state, "attn") \
             if incremental_state is not None else None
         if self.self_attention:
-            q, k, v = self._project(query, (self.q_proj, self.k_proj, self.v_proj), unpack)
+            q, k, v = self._project(query, (self.q_proj, self.k_proj, self.v_proj))
         else:
-            (q,) = self._project(query, (self.q_proj,), unpack)
+            (q,) = self._project(query, (self.q_proj,))
         if rope is not None:
             q = rope(q, q_pos)
         if self.self_attention:
@@ -143,33 +141,79 @@ class MultiheadAttention(nn.Module):
                 if incremental_state is not None:
                     self.set_incremental_state(incremental_state, "attn",
                                                {"key": k, "value": v, "pos": k_pos})
+        out = self._attend(q, k, v, q_pos, k_pos, key_padding_mask, causal, rel_q, rel_k)
+        return self.out_proj(out.transpose(1, 2).reshape(bsz, q.shape[2], self.dim))
+
+    def _forward_packed(self, query: Tensor, key_value: Optional[Tensor],
+                        key_padding_mask: Optional[Tensor], causal: bool, q_pos: Tensor,
+                        k_pos: Optional[Tensor], rope: Optional[RotaryPositions],
+                        rel_q: Optional[RelativePositions], rel_k: Optional[RelativePositions],
+                        rows: Tensor) -> Tensor:
+        """The teacher-forced pass on packed queries ``query [n, d]`` (the real tokens
+        ``rows [n]`` of the padded ``[B, Tq]`` layout of ``q_pos``); returns ``[n, d]``.
+
+        Heads lead the batch here (``[H, B, T, d_head]``): scattering the projected rows to
+        the padded layout then also moves the heads out of the feature dimension in the same
+        copy, and the products get contiguous operands, where the ``[B, H, T, d_head]`` layout
+        costs a transpose copy per operand.
+        """
+        bsz, tq = q_pos.shape
+        heads, dh = self.num_heads, self.head_dim
+
+        def scatter(y: Tensor, parts: int) -> Tensor:
+            # [n, parts * d] -> [parts, H, B, Tq, d_head], zero at padding
+            src = y.view(y.shape[0], parts, heads, dh).permute(1, 2, 0, 3)
+            out = y.new_zeros(parts, heads, bsz * tq, dh).index_copy(2, rows, src)
+            return out.view(parts, heads, bsz, tq, dh)
+
+        if self.self_attention:
+            q, k, v = scatter(self._linear(query, (self.q_proj, self.k_proj, self.v_proj)),
+                              3).unbind(0)
+            k_pos = q_pos
+        else:
+            q = scatter(self.q_proj(query), 1)[0]
+            tk = key_value.shape[1]
+            k, v = self._linear(key_value, (self.k_proj, self.v_proj)).view(
+                bsz, tk, 2, heads, dh).permute(2, 3, 0, 1, 4).contiguous().unbind(0)
+        if rope is not None:
+            q = rope(q, q_pos, heads_first=True)
+            k = rope(k, k_pos, heads_first=True)
+        out = self._attend(q, k, v, q_pos, k_pos, key_padding_mask, causal, rel_q, rel_k,
+                           heads_first=True)                         # [H, B, Tq, d_head]
+        out = out.view(heads, bsz * tq, dh).permute(1, 0, 2).index_select(0, rows)
+        return self.out_proj(out.view(rows.numel(), self.dim))
+
+    def _attend(self, q: Tensor, k: Tensor, v: Tensor, q_pos: Optional[Tensor],
+                k_pos: Optional[Tensor], key_padding_mask: Optional[Tensor], causal: bool,
+                rel_q: Optional[RelativePositions], rel_k: Optional[RelativePositions],
+                heads_first: bool = False) -> Tensor:
+        """Softmax attention of ``q`` over ``k``/``v`` with the masks and the relative scheme's
+        bias: ``[B, H, T, d_head]`` tensors, or ``[H, B, T, d_head]`` with ``heads_first``;
+        returns the weighted sums in the same layout."""
         tq, tk = q.shape[2], k.shape[2]
         # the relative scheme's extra terms enter the scores as an additive float bias; the
         # masks as -inf in it, or as a boolean mask (True = may attend) when there is no bias
         bias = None
         if rel_q is not None:
-            bias = self._relative_scores(q, k, q_pos, k_pos, rel_q, rel_k) / \
+            bias = self._relative_scores(q, k, q_pos, k_pos, rel_q, rel_k, heads_first) / \
                 math.sqrt(self.head_dim)
         blocked = None
         if causal and tq > 1:
             # queries are the last tq positions of the tk keys
             blocked = torch.ones(tq, tk, dtype=torch.bool, device=q.device).triu(tk - tq + 1)
         if key_padding_mask is not None:
-            pads = key_padding_mask[:, None, None, :]
+            pads = key_padding_mask[None, :, None, :] if heads_first else \
+                key_padding_mask[:, None, None, :]
             blocked = pads if blocked is None else blocked | pads
         dropout_p = self.dropout.p if self.training else 0.0
         if dropout_p > 0 and q.device.type == "cpu":
-            out = self._attend_with_dropout(q, k, v, bias, blocked)
-        else:  # fused kernels (on an accelerator, also with dropout)
-            if bias is not None and blocked is not None:
-                mask = bias.masked_fill(blocked, float("-inf"))
-            else:
-                mask = bias if blocked is None else ~blocked
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
-        out = out.transpose(1, 2).reshape(bsz, tq, self.dim)
-        if rows is not None:
-            out = pack_rows(out, rows)
-        return self.out_proj(out)
+            return self._attend_with_dropout(q, k, v, bias, blocked)
+        # fused kernels (on an accelerator, also with dropout)
+        if bias is not None and blocked is not None:
+            mask = bias.masked_fill(blocked, float("-inf"))
+        else:
+            mask = bias if blocked is None else ~blocked
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
 
     def _attend_with_dropout(self, q: Tensor, k: Tensor, v: Tensor, bias: Optional[Tensor],
                              blocked: Optional[Tensor]) -> Tensor:
@@ -191,20 +235,26 @@ class MultiheadAttention(nn.Module):
         return torch.matmul(self.dropout(torch.softmax(scores, dim=-1)), v)
 
     def _relative_scores(self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor,
-                         rel_q: RelativePositions, rel_k: RelativePositions) -> Tensor:
-        """Content-to-position + position-to-content terms [B, H, Tq, Tk] (unscaled)."""
-        b, h, tq, _ = q.shape
-        tk = k.shape[2]
+                         rel_q: RelativePositions, rel_k: RelativePositions,
+                         heads_first: bool = False) -> Tensor:
+        """Content-to-position + position-to-content terms [B, H, Tq, Tk] (unscaled; with
+        ``heads_first``, q, k and the result are [H, B, ...])."""
+        tq, tk = q.shape[2], k.shape[2]
+        lead = "hb" if heads_first else "bh"
+        shape = tuple(q.shape[:2]) + (tq, tk)
+
+        def buckets(rel: RelativePositions) -> Tensor:
+            idx = rel.bucket(q_pos, k_pos)                                # [B, Tq, Tk]
+            return (idx.unsqueeze(0) if heads_first else idx.unsqueeze(1)).expand(shape)
+
         # c2p: q_i . k_rel(b_k(i, j)) with the key side's table and buckets
         k_rel = self._table_heads(self.k_proj, rel_k())                  # [H, R_k, dh]
-        c2p_all = torch.einsum("bhqd,hrd->bhqr", q, k_rel)                # [B, H, Tq, R_k]
-        idx_k = rel_k.bucket(q_pos, k_pos).unsqueeze(1).expand(b, h, tq, tk)
-        c2p = torch.gather(c2p_all, 3, idx_k)
+        c2p_all = torch.einsum(f"{lead}qd,hrd->{lead}qr", q, k_rel)       # [., ., Tq, R_k]
+        c2p = torch.gather(c2p_all, 3, buckets(rel_k))
         # p2c: q_rel(b_q(i, j)) . k_j with the query side's table and buckets
         q_rel = self._table_heads(self.q_proj, rel_q())                  # [H, R_q, dh]
-        p2c_all = torch.einsum("bhkd,hrd->bhrk", k, q_rel)                # [B, H, R_q, Tk]
-        idx_q = rel_q.bucket(q_pos, k_pos).unsqueeze(1).expand(b, h, tq, tk)
-        p2c = torch.gather(p2c_all, 2, idx_q)
+        p2c_all = torch.einsum(f"{lead}kd,hrd->{lead}rk", k, q_rel)       # [., ., R_q, Tk]
+        p2c = torch.gather(p2c_all, 2, buckets(rel_q))
         return c2p + p2c
 
     def reorder_incremental_state(self, incremental_state, new_order: Tensor):

@@ -90,7 +90,8 @@ class RotaryPositions(nn.Module):
     theta_1, theta_1, ...) with the half-split rotation; it is not a rotation and scores change
     with absolute position.  Kept only to reproduce their numbers.
 
-    ``forward(x [B, H, T, d_head], positions [B, T]) -> [B, H, T, d_head]``.
+    ``forward(x [B, H, T, d_head], positions [B, T]) -> [B, H, T, d_head]``; with
+    ``heads_first``, x and the result are ``[H, B, T, d_head]``.
     """
 
     def __init__(self, head_dim: int, theta: float = 10000.0, variant: str = "standard"):
@@ -110,8 +111,9 @@ class RotaryPositions(nn.Module):
             return torch.cat([ang, ang], dim=-1)
         return torch.repeat_interleave(ang, 2, dim=-1)
 
-    def forward(self, x: Tensor, positions: Tensor) -> Tensor:
-        ang = self.angles(positions).unsqueeze(1).to(x.dtype)  # [B, 1, T, d]
+    def forward(self, x: Tensor, positions: Tensor, heads_first: bool = False) -> Tensor:
+        ang = self.angles(positions).to(x.dtype)  # [B, T, d]
+        ang = ang if heads_first else ang.unsqueeze(1)  # x [H, B, T, d] or [B, H, T, d]
         half = x.shape[-1] // 2
         rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
         return x * ang.cos() + rotated * ang.sin()
