@@ -289,9 +289,8 @@ def main(argv=None) -> int:
             averages = prof.key_averages()
             print(averages.table(sort_by="self_cpu_time_total", row_limit=25))
             traced = sum(e.self_cpu_time_total for e in averages) / 1e3 / args.updates
-            gemm = ("aten::mm", "aten::addmm", "aten::bmm")
             products = sum(e.self_cpu_time_total for e in averages
-                           if e.key in gemm) / 1e3 / args.updates
+                           if e.key in GEMM) / 1e3 / args.updates
             print(f"# matrix products (aten::mm, addmm, bmm) take {products:.1f} of the "
                   f"{traced:.1f} ms/update the profiler saw ({100 * products / traced:.0f}%): "
                   f"with nothing else costing anything, an update could not beat "

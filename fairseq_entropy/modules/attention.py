@@ -220,7 +220,8 @@ class MultiheadAttention(nn.Module):
         """``softmax(q k^T / sqrt(d_head) + bias)`` with dropout on the probabilities, times
         ``v``: ``q [B, H, Tq, dh]``, ``k``/``v`` ``[B, H, Tk, dh]``; ``bias`` (float) and
         ``blocked`` (bool, True = may not attend) broadcastable to ``[B, H, Tq, Tk]``, or
-        None; returns ``[B, H, Tq, dh]``.
+        None; returns ``[B, H, Tq, dh]``.  Any leading batch dimensions work the same way
+        (the packed pass uses ``[H, B, ...]``).
 
         The computation of ``scaled_dot_product_attention`` with ``dropout_p`` on this CPU,
         written out so that the dropout mask comes from uniform draws
