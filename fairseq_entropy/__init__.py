@@ -11,7 +11,7 @@ The ``fairseq-entropy`` command line (console script or ``python -m fairseq_entr
 uses none of that, and skips it: importing fairseq's task registry costs seconds per call.
 """
 
-__version__ = "0.1.0"
+from .version import __version__  # noqa: E402,F401
 
 import logging as _logging
 

@@ -26,12 +26,14 @@ import pickle
 
 import torch
 
+from .errors import UserError
+
 #: The globals a fairseq checkpoint of this plugin contains (found with
 #: ``torch.serialization.get_unsafe_globals_in_checkpoint`` on checkpoints of every model).
 FAIRSEQ_CHECKPOINT_GLOBALS = (argparse.Namespace,)
 
 
-class UnsafeCheckpointError(pickle.UnpicklingError):
+class UnsafeCheckpointError(UserError, pickle.UnpicklingError):
     """A checkpoint that pickles a global outside :data:`FAIRSEQ_CHECKPOINT_GLOBALS`."""
 
 
@@ -69,7 +71,7 @@ def _wrap_loader(load_fn):
 
 def atomic_copy(src_path: str, dst_path: str, overwrite: bool = False) -> bool:
     """Copy ``src_path`` to ``dst_path`` so that ``dst_path`` is never seen half-written:
-    :func:`~fairseq_entropy.scan.datafiles.atomic_write_bytes` of the source's bytes (a
+    :func:`~fairseq_entropy.files.atomic_write_bytes` of the source's bytes (a
     temporary file beside ``dst_path``, renamed over it; the permissions of a plainly created
     file).  Returns True, like fairseq's ``PathManager.copy``.
 
@@ -77,7 +79,7 @@ def atomic_copy(src_path: str, dst_path: str, overwrite: bool = False) -> bool:
         FileExistsError: ``dst_path`` exists and ``overwrite`` is False.
         OSError: the copy failed; ``dst_path`` is unchanged and no temporary file is left.
     """
-    from .scan.datafiles import atomic_write_bytes
+    from .files import atomic_write_bytes
 
     if not overwrite and os.path.exists(dst_path):
         raise FileExistsError(f"{dst_path} exists. Fix: pass overwrite=True or remove it")

@@ -12,8 +12,7 @@ import pytest
 
 from fairseq_entropy.cli import main as cli
 from fairseq_entropy.scan.builders import BuildError, build_exp1, build_exp2
-from fairseq_entropy.scan.datafiles import (atomic_directory, atomic_write_text,
-                                            remove_stale_partials)
+from fairseq_entropy.files import atomic_directory, atomic_write_text, remove_stale_partials
 from fairseq_entropy.scan.grammar import Grammar
 
 REPO = Path(__file__).resolve().parents[1]

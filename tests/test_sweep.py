@@ -439,7 +439,7 @@ def test_progress_time_left_before_any_cell_finished_comes_from_the_training_log
 
 
 def test_training_progress_reads_the_line_the_task_writes(tmp_path):
-    from fairseq_entropy.tasks.systematicity import TrainingProgress
+    from fairseq_entropy.progress import TrainingProgress
 
     p = TrainingProgress(30, max_update=100, max_epoch=0, updates_per_epoch=10,
                          clock=lambda: 0.0)

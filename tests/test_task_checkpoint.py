@@ -15,7 +15,7 @@ import fairseq_entropy
 from fairseq_entropy.scan.binarize import binarize_level, dictionary_words
 from fairseq_entropy.scan.datafiles import Example, write_pair
 from fairseq_entropy.scan.grammar import Grammar
-from fairseq_entropy.tasks.systematicity import TrainingProgress
+from fairseq_entropy.progress import TrainingProgress
 
 USER_DIR = os.path.dirname(fairseq_entropy.__file__)
 SPECIALS = ["<s>", "<pad>", "</s>", "<unk>"]

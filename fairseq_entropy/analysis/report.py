@@ -25,7 +25,7 @@ import os
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
 
-from ..scan.datafiles import atomic_write_text
+from ..files import atomic_write_text
 from . import statistics as st
 
 #: columns of ``summary.tsv``: the cell (curve name = preset, N, checkpoint, level), the seed

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ..scan.binarize import detokenize_sentencepiece
-from ..scan.datafiles import (DataFormatError, atomic_write_bytes, atomic_write_text,
-                              iter_text_lines, read_json, read_lines)
+from ..errors import UserError, DataFormatError
+from ..files import atomic_write_bytes, atomic_write_text, iter_text_lines, read_json, read_lines
 from ..scan.grammar import CONJUNCTIONS
 from .statistics import curve_size
 
@@ -56,7 +56,7 @@ PAPER_MODEL_OF = {"transformer_exp2_l2": "transformer_sinusoidal",
                   "cnn_authors": "cnn"}
 
 
-class ScoreError(ValueError):
+class ScoreError(UserError, ValueError):
     """Unreadable or inconsistent generate output / result files."""
 
 

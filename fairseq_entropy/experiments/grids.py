@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from ..errors import UserError
 from ..scan.builders import level_name
 from .presets import load_presets
 
@@ -54,7 +55,7 @@ BUILD_OPTIONS = ("--component", "--restricted", "--restricted-verb", "--verbs",
 EXPERIMENTS = ("exp1", "exp2")
 
 
-class GridError(ValueError):
+class GridError(UserError, ValueError):
     """An unreadable or inconsistent grid file."""
 
 

@@ -28,6 +28,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Dict, List, Optional
 
+from ..errors import UserError
+
 DEFAULT_CRITERION = ["--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0",
                      "--report-accuracy"]
 
@@ -40,7 +42,7 @@ KNOWN_KEYS = frozenset(LIST_KEYS) | {
 APPENDABLE_KEYS = frozenset(LIST_KEYS) | {"notes"}
 
 
-class PresetError(ValueError):
+class PresetError(UserError, ValueError):
     """Unknown preset or an unusable preset file."""
 
 

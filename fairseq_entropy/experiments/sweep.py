@@ -28,7 +28,6 @@ import io
 import json
 import math
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -41,7 +40,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
 
-from ..scan.datafiles import atomic_write_text, pid_alive
+from ..errors import UserError
+from ..files import atomic_write_text, pid_alive
+from ..progress import training_progress
 from .grids import Cell
 
 #: exit status of ``fairseq-entropy lock`` (and so of ``train_level.sh``) when the run
@@ -60,7 +61,7 @@ def default_recipe() -> Path:
 
 
 # ----------------------------------------------------------------------------------- locks
-class LockHeld(RuntimeError):
+class LockHeld(UserError, RuntimeError):
     """The run directory is locked by a live process."""
 
 
@@ -375,25 +376,6 @@ def device_slots(jobs: Optional[int], device: str, gpus: int = 0,
         raise ValueError(f"--jobs {n} exceeds {gpus} GPU(s) x {per_gpu} run(s) per GPU. Fix: "
                          f"raise --per-gpu to {-(-n // gpus)} or lower --jobs")
     return [{"DEVICE": "gpu", "CUDA_VISIBLE_DEVICES": str(i % gpus)} for i in range(n)]
-
-
-#: the time fields of the ``systematicity`` task's training progress line
-_TRAIN_PROGRESS = re.compile(r"progress: .*?\| (\d+) s elapsed \| ~(\d+) s left")
-
-
-def training_progress(train_log: str | os.PathLike) -> Optional[tuple]:
-    """``(elapsed, left)`` seconds of the last progress line of a run's ``train.log`` (the
-    ``systematicity`` task writes one at least every ``--progress-interval`` seconds), or
-    None when the file is missing or has no such line yet.  Reads the last 64 KiB only."""
-    try:
-        with open(train_log, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(f.tell() - 65536, 0))
-            tail = f.read().decode("utf-8", "replace")
-    except OSError:
-        return None
-    found = _TRAIN_PROGRESS.findall(tail)
-    return (float(found[-1][0]), float(found[-1][1])) if found else None
 
 
 class Progress:

@@ -27,16 +27,17 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .. import __version__
-from .datafiles import (DataFormatError, Example, atomic_directory, iter_text_lines, read_json,
-                        read_lines, read_pair, read_scan_file, write_pair)
+from ..errors import UserError, DataFormatError
+from ..files import atomic_directory, iter_text_lines, read_json, read_lines
+from ..version import __version__
+from .datafiles import Example, read_pair, read_scan_file, write_pair
 from .entropy import SLOTS, SlotStatistics, unseen_pairs
 from .grammar import Grammar
 
 SOURCE_LANG, TARGET_LANG = "in", "out"
 
 
-class BinarizeError(RuntimeError):
+class BinarizeError(UserError, RuntimeError):
     """Binarization failed; the message names the file and the fix."""
 
 

@@ -27,9 +27,10 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .. import __version__
-from .datafiles import (Example, atomic_directory, atomic_write_text, make_parent_dirs,
-                        read_json, write_pair, write_scan_file)
+from ..errors import UserError
+from ..files import atomic_directory, atomic_write_text, make_parent_dirs, read_json
+from ..version import __version__
+from .datafiles import Example, write_pair, write_scan_file
 from .entropy import (COMPONENT_VALUES, ComponentStatistics, SlotStatistics,
                       clause_component, entropy_bits)
 from .grammar import CONJUNCTIONS, Clause, Command, Grammar, two_clause
@@ -41,7 +42,7 @@ AUTHORS_SUPPORT_ORDER: Tuple[str, ...] = (
 SPLITS: Tuple[str, ...] = ("train", "valid", "test")
 
 
-class BuildError(ValueError):
+class BuildError(UserError, ValueError):
     """An impossible or inconsistent build request; the message says how to fix it."""
 
 

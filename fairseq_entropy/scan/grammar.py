@@ -23,6 +23,8 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
+from ..errors import UserError
+
 PAPER_VERBS: Tuple[str, ...] = (
     "walk", "run", "look", "jump", "sprint", "crawl", "squat", "lunge",
 )
@@ -35,7 +37,7 @@ TURN = "turn"
 REPEAT_COUNT = {"twice": 2, "thrice": 3}
 
 
-class GrammarError(ValueError):
+class GrammarError(UserError, ValueError):
     """A command or action sequence that the grammar does not accept."""
 
 

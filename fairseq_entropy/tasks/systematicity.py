@@ -23,7 +23,6 @@ import json
 import logging
 import math
 import os
-import time
 from argparse import Namespace
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -38,6 +37,8 @@ from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 from omegaconf import II, OmegaConf, open_dict
 
+from ..errors import UserError
+from ..progress import TrainingProgress
 from ..scan.binarize import dictionary_words
 from ..scan.grammar import Grammar
 
@@ -239,77 +240,8 @@ def dictionary_grammar(dictionary) -> str:
     return "custom"
 
 
-class DictionaryMismatchError(RuntimeError):
+class DictionaryMismatchError(UserError, RuntimeError):
     """A checkpoint was trained on data with another dictionary than the data to decode."""
-
-
-class TrainingProgress:
-    """Wall-clock progress of one training run, logged at least every ``interval`` seconds.
-
-    Args:
-        interval: seconds between progress lines (0: never).
-        max_update: fairseq's ``--max-update`` (0: unbounded).
-        max_epoch: fairseq's ``--max-epoch`` (0: unbounded).
-        updates_per_epoch: estimate used until the first epoch has finished, or None.
-        clock: a function returning seconds (``time.monotonic``).
-    """
-
-    def __init__(self, interval: float, max_update: int, max_epoch: int,
-                 updates_per_epoch: Optional[int], clock=time.monotonic):
-        self.interval = interval
-        self.max_update = max_update or 0
-        self.max_epoch = max_epoch or 0
-        self.updates_per_epoch = updates_per_epoch
-        self.clock = clock
-        self.epoch = 1
-        self.epoch_start_update: Optional[int] = None
-        self.start: Optional[float] = None
-        self.start_update = 0
-        self.last_line: Optional[float] = None
-        self.seq_acc: Optional[float] = None
-
-    def begin_epoch(self, epoch: int, update: Optional[int]) -> None:
-        """Start of epoch ``epoch`` after ``update`` completed updates (None before the first
-        step)."""
-        if update is not None and self.epoch_start_update is not None and epoch > self.epoch:
-            self.updates_per_epoch = update - self.epoch_start_update
-        self.epoch, self.epoch_start_update = epoch, update
-
-    def total_updates(self) -> Optional[int]:
-        """Updates of the whole run: ``max_update``, or ``max_epoch`` x updates per epoch,
-        whichever is smaller; None when neither is known."""
-        bounds = [self.max_update] if self.max_update else []
-        if self.max_epoch and self.updates_per_epoch:
-            bounds.append(self.max_epoch * self.updates_per_epoch)
-        return min(bounds) if bounds else None
-
-    def step(self, update: int) -> Optional[str]:
-        """Called at every training step with fairseq's update number (updates completed
-        before the step); returns the progress line when one is due (else None)."""
-        now = self.clock()
-        if self.start is None:
-            self.start, self.start_update, self.last_line = now, update, now
-            if self.epoch_start_update is None:
-                self.epoch_start_update = update
-            return None
-        if not self.interval or now - self.last_line < self.interval:
-            return None
-        self.last_line = now
-        return self.line(update, now)
-
-    def line(self, update: int, now: float) -> str:
-        """``epoch k/N | update u/U | E s elapsed | ~L s left | last valid seq_acc A``."""
-        elapsed = now - self.start
-        total = self.total_updates()
-        epochs = self.max_epoch or (math.ceil(total / self.updates_per_epoch)
-                                    if total and self.updates_per_epoch else None)
-        done = update - self.start_update
-        left = "?" if not total or done <= 0 else \
-            f"~{max(total - update, 0) * elapsed / done:.0f}"
-        acc = "n/a" if self.seq_acc is None else f"{self.seq_acc:.4f}"
-        return (f"progress: epoch {self.epoch}/{epochs or '?'} | update {update}/"
-                f"{total or '?'} | {elapsed:.0f} s elapsed | {left} s left | "
-                f"last valid seq_acc {acc}")
 
 
 class FirstEpochOrderDataset(BaseWrapperDataset):

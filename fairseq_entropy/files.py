@@ -1,0 +1,203 @@
+"""Files written safely and read with clear errors: the package's ground floor for I/O.
+
+* Writers (:func:`atomic_write_bytes`, :func:`atomic_write_text`, :func:`atomic_directory`) go
+  through a temporary name beside the destination (``.<name>.partial.<pid>.<host>.*``) that is
+  renamed into place, so an interrupted write leaves the destination as it was; temporary
+  names left by dead processes of this host are removed before the next write
+  (:func:`remove_stale_partials`, which uses :func:`pid_alive`).
+* Readers (:func:`iter_text_lines`, :func:`read_lines`, :func:`read_json`) read UTF-8 and raise
+  :class:`~fairseq_entropy.errors.DataFormatError` naming the file, the line and the fix.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import json
+import os
+import shutil
+import socket
+import tempfile
+from pathlib import Path
+from typing import Iterator, List, Tuple
+
+from .errors import DataFormatError
+
+
+def iter_text_lines(path: str | os.PathLike) -> Iterator[Tuple[int, str]]:
+    """Yield ``(line number, line)`` of a UTF-8 text file; each line keeps its ``"\\n"``.
+
+    Raises:
+        DataFormatError: the file does not exist, is a directory, or a line is not valid
+            UTF-8 (names the file, line, byte and the fix).
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise DataFormatError(f"{path} is a directory, not a file. Fix: pass a file inside it "
+                              f"(e.g. {path / 'train.in'})")
+    try:
+        f = open(path, "rb")
+    except FileNotFoundError:
+        raise DataFormatError(f"{path}: file not found") from None
+    with f:
+        for lineno, raw in enumerate(f, 1):
+            try:
+                yield lineno, raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise DataFormatError(
+                    f"{path}:{lineno}: not valid UTF-8 (byte 0x{raw[e.start]:02x} at column "
+                    f"{e.start + 1}). Fix: convert the file to UTF-8, e.g. iconv -f latin1 "
+                    f"-t utf-8 {path.name} > {path.stem}.utf8{path.suffix}") from None
+
+
+def read_lines(path: str | os.PathLike) -> List[str]:
+    """The lines of a UTF-8 text file without their line ends (errors as
+    :func:`iter_text_lines`)."""
+    return [line.rstrip("\r\n") for _, line in iter_text_lines(path)]
+
+
+def read_json(path: str | os.PathLike) -> dict:
+    """Read a JSON file (UTF-8).
+
+    Raises:
+        DataFormatError: missing file, a directory, invalid UTF-8 or invalid JSON (names the
+            file and line).
+    """
+    text = "".join(line for _, line in iter_text_lines(path))
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise DataFormatError(f"{path}:{e.lineno}: invalid JSON ({e.msg}). Fix: regenerate the "
+                              "file with the command that wrote it") from None
+
+
+_PARTIAL = ".partial."
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _partial_prefix(name: str) -> str:
+    """Prefix of the temporary names of ``name``: ``.<name>.partial.<pid>.<host>.``."""
+    return f".{name}{_PARTIAL}{os.getpid()}.{socket.gethostname()}."
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this host (one we may not signal counts as alive)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_partials(path: str | os.PathLike) -> List[Path]:
+    """Remove temporary files/directories left beside ``path`` by interrupted writes.
+
+    A temporary name records the writer's process id and host (:func:`_partial_prefix`); it is
+    removed when that process is no longer running on this host.  Writes in progress, and those
+    of other hosts, are left alone.
+
+    Returns:
+        the removed paths.
+    """
+    path = Path(path)
+    removed = []
+    host = socket.gethostname()
+    if not path.parent.is_dir():
+        return removed
+    for p in path.parent.glob(f".{glob.escape(path.name)}{_PARTIAL}*"):
+        pid, _, rest = p.name[len(path.name) + 1 + len(_PARTIAL):].partition(".")
+        if not pid.isdigit() or not rest.startswith(host + ".") or pid_alive(int(pid)):
+            continue
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            p.unlink(missing_ok=True)
+        removed.append(p)
+    return removed
+
+
+def make_parent_dirs(path: str | os.PathLike) -> None:
+    """Create the parent directories of ``path``.
+
+    Raises:
+        DataFormatError: a file stands where a directory is needed (names it and the fix).
+    """
+    parent = Path(path).parent
+    for p in [parent, *parent.parents]:
+        if p.exists():
+            if not p.is_dir():
+                raise DataFormatError(f"{p} is a file, but {path} needs it to be a directory. "
+                                      "Fix: choose an output path under a directory")
+            break
+    parent.mkdir(parents=True, exist_ok=True)
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file renamed into place.
+
+    The file gets the permissions of a plainly created file (0666 minus the umask); temporary
+    files of earlier interrupted writes of ``path`` are removed first
+    (:func:`remove_stale_partials`).
+
+    Raises:
+        DataFormatError: ``path`` is a directory, or a file stands where a parent directory
+            is needed.
+    """
+    path = Path(path)
+    make_parent_dirs(path)
+    if path.is_dir():
+        raise DataFormatError(f"{path} is a directory, not a file. Fix: choose another output "
+                              "path, or remove the directory")
+    remove_stale_partials(path)
+    fd, tmp = tempfile.mkstemp(prefix=_partial_prefix(path.name), dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` (UTF-8, ``"\\n"`` line ends) to ``path`` as :func:`atomic_write_bytes`."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+@contextlib.contextmanager
+def atomic_directory(dest: str | os.PathLike):
+    """Yield a temporary directory beside ``dest`` that replaces ``dest`` on success.
+
+    On any exception the temporary directory is removed and ``dest`` is left as it was.  The
+    directory gets the permissions of a plainly created one (0777 minus the umask); temporary
+    directories of earlier interrupted writes of ``dest`` are removed first.
+
+    Raises:
+        DataFormatError: ``dest`` is a file, or a file stands where a parent directory is
+            needed.
+    """
+    dest = Path(dest)
+    make_parent_dirs(dest)
+    if dest.exists() and not dest.is_dir():
+        raise DataFormatError(f"{dest} is a file, not a directory. Fix: choose another output "
+                              "directory, or remove the file")
+    remove_stale_partials(dest)
+    tmp = Path(tempfile.mkdtemp(prefix=_partial_prefix(dest.name), dir=dest.parent))
+    try:
+        os.chmod(tmp, 0o777 & ~_umask())
+        yield tmp
+        if dest.exists():
+            shutil.rmtree(dest)
+        os.replace(tmp, dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
