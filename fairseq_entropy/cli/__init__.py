@@ -1,0 +1,79 @@
+"""``fairseq-entropy``: build, measure, binarize, train, score, aggregate and sweep.
+
+Subcommands, one module each in this package (``add_parser(sub)`` declares the options,
+``run(args)`` does the work by calling the stages below the command line)::
+
+    fairseq-entropy build exp1 --out DIR [--levels 0,0.5,...] [--n N] [--restricted-verb jump]
+                               [--component direction --restricted left]
+    fairseq-entropy build exp2 --out DIR [--support 1..8] [--restricted-verb lunge]
+    fairseq-entropy build scan --out FILE [--actions scan|paper]
+    fairseq-entropy measure FILE... [--train FILE] [--components C,...] [--slot-order O]
+    fairseq-entropy binarize BUILD_DIR --out DATABIN
+    fairseq-entropy binarize --train F [--valid F | --valid-fraction P] --test F --out DIR
+    fairseq-entropy score GENERATE_OUTPUT --out DIR [--data LEVEL_DIR] [--preset P] [--seed S]
+                          [--checkpoint last|best] [--path CHECKPOINT] [--force]
+    fairseq-entropy aggregate RUNS_DIR... --out DIR
+    fairseq-entropy train-args PRESET --data LEVEL_DATABIN [--epochs E]
+    fairseq-entropy recipes-dir
+    fairseq-entropy user-dir
+    fairseq-entropy sweep GRID [--root DIR] [--jobs N] [--dry-run] [--executor local|slurm]
+    fairseq-entropy lock RUN_DIR -- COMMAND...
+
+A :class:`~fairseq_entropy.errors.UserError` (every domain error extends it) or an
+``OSError`` is printed as one line ``fairseq-entropy: error: ...`` with exit status 2, and
+nothing is written; any other exception is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from typing import Optional, Sequence
+
+from ..errors import UserError
+from . import (aggregate, binarize, build, lock, measure, recipes_dir, score, sweep, train_args,
+               user_dir)
+
+#: subcommand name -> its module, in the order ``--help`` lists them
+COMMANDS = {"build": build, "measure": measure, "binarize": binarize, "score": score,
+            "aggregate": aggregate, "train-args": train_args, "recipes-dir": recipes_dir,
+            "user-dir": user_dir, "sweep": sweep, "lock": lock}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
+    p = argparse.ArgumentParser(
+        prog="fairseq-entropy",
+        description="entropy-controlled systematic-generalization experiments with fairseq")
+    sub = p.add_subparsers(dest="command", required=True)
+    for module in COMMANDS.values():
+        module.add_parser(sub)
+    return p
+
+
+def quiet_libraries() -> None:
+    """Keep the output to this command's own lines and library warnings.
+
+    Importing fairseq runs ``logging.basicConfig(level=DEBUG)`` (in a wav2vec2 module), so every
+    library's debug and info records would be printed, e.g. a block of ``DEBUG:matplotlib``
+    lines when ``aggregate`` plots.  The root logger goes back to WARNING and matplotlib and
+    PIL (its image writer) are held at WARNING; warnings and errors of every library, fairseq
+    included, are still printed.  The tensorboardX notice is dropped in ``fairseq_entropy``.
+    """
+    logging.getLogger().setLevel(logging.WARNING)
+    for name in ("matplotlib", "PIL"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Entry point of ``fairseq-entropy``; returns the exit status (2 on a user error)."""
+    quiet_libraries()
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        status = COMMANDS[args.command].run(args)
+    except (UserError, OSError) as e:
+        print(f"fairseq-entropy: error: {e}", file=sys.stderr)
+        return 2
+    return status or 0

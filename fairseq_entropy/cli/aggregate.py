@@ -1,0 +1,30 @@
+"""``fairseq-entropy aggregate``: results.tsv, summary, curves, plots and report.md from
+``score.json`` files (and earlier ``results.tsv``)."""
+
+from __future__ import annotations
+
+
+
+
+def add_parser(sub) -> None:
+    """Add the ``aggregate`` subcommand to the subparsers ``sub``."""
+    a = sub.add_parser("aggregate", help="results.tsv, summary and plot from score.json files")
+    a.add_argument("roots", nargs="+", help="run directories (searched for score.json), "
+                   "score.json files, or results.tsv files of earlier aggregates (to add new "
+                   "seeds or levels to committed results)")
+    a.add_argument("--out", required=True)
+
+
+def run(args) -> None:
+    """``aggregate``: results.tsv, summary.tsv and the plot from score.json files."""
+    from ..analysis.scoring import aggregate
+
+    res = aggregate(args.roots, args.out)
+    print(res["table"], end="")
+    for (exp, preset, n_train, ckpt), rho in sorted(res["spearman"].items(), key=str):
+        print(f"Spearman(entropy, accuracy) {exp} {preset} N={n_train} {ckpt}: "
+              f"{'n/a' if rho is None else f'{rho:.3f}'}")
+    for line in res["agreement"]:
+        print(line)
+    print(f"results: {res['results']}\nsummary: {res['summary']}\nplot:    {res['plot']}")
+    print(f"report:  {res['report']}")

@@ -1,0 +1,66 @@
+"""Argument types and helpers shared by the subcommands of ``fairseq-entropy``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import List
+
+
+def floats(text: str) -> List[float]:
+    """Comma-separated numbers, e.g. ``0,0.5,1`` (argparse type)."""
+    try:
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}")
+
+
+def ints(text: str) -> List[int]:
+    """Comma-separated integers and inclusive ranges, e.g. ``1,2,4`` or ``1..8`` (argparse
+    type)."""
+    out = []
+    try:
+        for part in text.split(","):
+            part = part.strip()
+            if ".." in part:
+                a, b = part.split("..")
+                out += list(range(int(a), int(b) + 1))
+            elif part:
+                out.append(int(part))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected integers like 1,2,4 or 1..8, got {text!r}")
+    return out
+
+
+def number(kind, low=None, high=None, low_open=False, high_open=False, what="a number"):
+    """An argparse type: ``kind(text)`` within [low, high] (open where asked)."""
+    def parse(text: str):
+        try:
+            x = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if (low is not None and (x < low or (low_open and x == low))) or \
+                (high is not None and (x > high or (high_open and x == high))):
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+        return x
+    return parse
+
+
+fraction = number(float, 0.0, 1.0, True, True, "a fraction strictly between 0 and 1")
+positive_int = number(int, 1, what="a positive integer")
+positive_float = number(float, 0.0, low_open=True, what="a positive number")
+seed = number(int, 0, 2 ** 32 - 1, what="a seed between 0 and 2**32-1")
+
+
+def names(text: str) -> List[str]:
+    """Comma-separated names (verbs, component classes), blanks dropped (argparse type)."""
+    return [v.strip() for v in text.split(",") if v.strip()]
+
+
+def progress(items, desc: str, unit: str, total=None):
+    """``items`` wrapped in a tqdm bar on stderr, shown only when stderr is a terminal."""
+    from tqdm import tqdm
+
+    # mininterval 0: every level is drawn, however fast (a handful of updates per command)
+    return tqdm(items, desc=desc, unit=unit, disable=None, leave=False, file=sys.stderr,
+                mininterval=0, total=total)

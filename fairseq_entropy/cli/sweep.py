@@ -1,0 +1,92 @@
+"""``fairseq-entropy sweep``: run every cell of a grid file
+(:mod:`fairseq_entropy.experiments.sweep`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import UserError
+
+
+def add_parser(sub) -> None:
+    """Add the ``sweep`` subcommand to the subparsers ``sub``."""
+    w = sub.add_parser("sweep", help="run every cell of a grid file (recipes/experiments/)")
+    w.add_argument("grid", help="grid file (.toml or .json)")
+    w.add_argument("--root", help="directory for data, data-bin, runs and the status file "
+                                  "(default: sweeps/<grid name>)")
+    w.add_argument("--preset", action="append", help="run only this preset of the grid "
+                                                     "(repeatable)")
+    w.add_argument("--seed", type=int, action="append", help="run only this seed of the grid "
+                                                          "(repeatable)")
+    w.add_argument("--level", type=float, action="append",
+                   help="run only this level of the grid: entropy in bits (exp1) or support "
+                        "size k (exp2) (repeatable)")
+    w.add_argument("--jobs", type=int, help="cells at once (default: one per CPU core; on "
+                                            "GPUs, GPUs x --per-gpu)")
+    w.add_argument("--dry-run", action="store_true", help="print every command, run nothing")
+    w.add_argument("--executor", choices=["local", "slurm", "submitit-local", "submitit-debug"],
+                   default="local", help="local worker processes, or a submitit job array "
+                   "(slurm; submitit-local / submitit-debug run it without Slurm)")
+    w.add_argument("--device", choices=["auto", "cpu", "gpu"], default="auto")
+    w.add_argument("--gpus", type=int, help="number of GPUs (default: "
+                                            "torch.cuda.device_count())")
+    w.add_argument("--per-gpu", type=int, default=8, help="runs packed on each GPU")
+    w.add_argument("--recipe", help="train recipe (default recipes/train_level.sh)")
+
+
+def run(args) -> None:
+    """``sweep``: expand a grid into cells and run them (see experiments/sweep.py)."""
+    from ..experiments import sweep
+    from ..experiments.grids import load_grid
+
+    grid = load_grid(args.grid)
+    cells = grid.cells(args.preset, args.seed, args.level)
+    root = Path(args.root or Path("sweeps") / grid.name)
+    device, gpus = args.device, args.gpus
+    if device == "auto":
+        if gpus is None:
+            import torch
+
+            gpus = torch.cuda.device_count()
+        device = "gpu" if gpus else "cpu"
+    elif device == "gpu" and gpus is None:
+        import torch
+
+        gpus = torch.cuda.device_count()
+    slots = sweep.device_slots(args.jobs, device, gpus or 0, args.per_gpu) \
+        if args.executor == "local" else [{}]
+    shape = (f"{len(set(c.preset for c in cells))} preset(s) x {len(grid.n)} N x "
+             f"{len(set(c.level for c in cells))} levels x {len(set(c.seed for c in cells))} "
+             "seeds")
+    print(f"# grid {grid.path}: {len(cells)} cells ({shape}), schedule "
+          f"{grid.schedule.label}, root {root}, executor {args.executor}, "
+          f"{len(slots)} worker slot(s)")
+    if args.dry_run:
+        seen = set()
+        for i, cell in enumerate(cells):
+            if cell.data_key not in seen:
+                seen.add(cell.data_key)
+                for cmd in sweep.data_commands(cell, root):
+                    print(" ".join(cmd))
+            state = " (scored: skipped)" if sweep.scored(cell, root) is not None else ""
+            env = sweep.cell_env(cell, slots[i % len(slots)])
+            print(f"# cell {i + 1}/{len(cells)} {cell.name}{state}")
+            print(" ".join([f"{k}={v}" for k, v in env.items()]
+                           + sweep.recipe_command(cell, root, args.recipe)))
+        return
+    if args.executor == "local":
+        results = sweep.run_local(cells, root, slots,
+                                  lambda c, s: sweep.run_cell(c, root, s, args.recipe))
+    else:
+        cluster = {"slurm": "slurm", "submitit-local": "local",
+                   "submitit-debug": "debug"}[args.executor]
+        results = sweep.run_submitit(cells, root, grid.resources, cluster, args.recipe)
+    status = sweep.write_status(results, root / "sweep-status.tsv")
+    print(sweep.format_summary(results), end="")
+    print(f"status: {status}\nnext: fairseq-entropy aggregate {root / 'runs'} --out "
+          f"{root / 'results'}")
+    bad = sweep.summarize(results)
+    if bad["failed"] or bad["locked"]:
+        raise UserError(f"{bad['failed']} cell(s) failed and {bad['locked']} locked; "
+                           f"see {status}. Fix: correct the reason given and re-run the same "
+                           "command (finished cells are skipped)")

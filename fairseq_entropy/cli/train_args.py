@@ -1,0 +1,35 @@
+"""``fairseq-entropy train-args``: the fairseq-train arguments of a preset
+(:mod:`fairseq_entropy.experiments.presets`)."""
+
+from __future__ import annotations
+
+from . import options
+
+
+def add_parser(sub) -> None:
+    """Add the ``train-args`` subcommand to the subparsers ``sub``."""
+    t = sub.add_parser("train-args", help="print fairseq-train arguments of a preset")
+    t.add_argument("preset")
+    t.add_argument("--data", required=True, help="binarized level directory")
+    t.add_argument("--presets", help="presets file (default: the presets.json shipped in "
+                                     "fairseq_entropy/experiments)")
+    t.add_argument("--epochs", type=options.positive_float)
+    t.add_argument("--max-update", type=options.positive_int)
+    t.add_argument("--field", help="print one field of the preset instead (e.g. model)")
+
+
+def run(args) -> None:
+    """``train-args``: print the fairseq-train arguments of a preset."""
+    from ..experiments.presets import PresetError, load_presets, train_args
+
+    presets = load_presets(args.presets)
+    if args.preset not in presets:
+        raise PresetError(f"unknown preset {args.preset!r}; known: {', '.join(sorted(presets))}")
+    preset = presets[args.preset]
+    if args.field:
+        value = preset.get(args.field, args.preset if args.field == "model" else None)
+        print(value if value is not None else "")
+        return
+    # every token is checked free of spaces, quotes and globs: plain joining makes the line
+    # usable both as an unquoted $(...) and with shlex.split / read -a
+    print(" ".join(train_args(preset, args.data, args.epochs, args.max_update)))
