@@ -17,7 +17,7 @@ setup(
     packages=find_packages(include=["fairseq_entropy", "fairseq_entropy.*"])
     + ["fairseq_entropy.recipes"],
     package_dir={"fairseq_entropy.recipes": "recipes"},
-    package_data={"fairseq_entropy": ["data/*.tsv", "experiments/*.json"],
+    package_data={"fairseq_entropy": ["analysis/*.tsv", "experiments/*.json"],
                   "fairseq_entropy.recipes": ["*.sh"]},
     python_requires=">=3.10",
     # fairseq itself (ve-fairseq, installed with --no-deps) and its real dependencies are

@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from fairseq_entropy.analysis.scoring import (ScoreError, paper_curve, read_generate_output,
-                                              score_generate_output, spearman, summarize)
+from fairseq_entropy.analysis.columns import ScoreError
+from fairseq_entropy.analysis.paper import paper_curve
+from fairseq_entropy.analysis.scoring import read_generate_output, score_generate_output
+from fairseq_entropy.analysis.statistics import spearman, summarize
 from fairseq_entropy.cli import main as cli
 
 REPO = Path(__file__).resolve().parents[1]
@@ -389,7 +391,7 @@ def test_aggregate_reads_an_earlier_results_tsv(tmp_path, capsys):
 
 def paper_rows(experiment, model, size):
     rows = [line.split("\t") for line in
-            (REPO / "fairseq_entropy/data/paper_results.tsv").read_text().splitlines()
+            (REPO / "fairseq_entropy/analysis/paper_results.tsv").read_text().splitlines()
             if line and not line.startswith("#")][1:]
     return {float(r[3]): float(r[4]) for r in rows
             if r[0] == experiment and r[1] == model and r[2] == size}
@@ -459,7 +461,7 @@ def test_agreement_lines_count_levels_inside_the_band():
 def test_data_variants_are_curves_of_their_own_without_paper_values(tmp_path, capsys):
     """Scores of another component class or of subword data are aggregated apart from the
     paper's setup (same experiment, preset, level and seed) and get no paper value."""
-    from fairseq_entropy.analysis.scoring import data_variant
+    from fairseq_entropy.analysis.provenance import data_variant
 
     assert data_variant({"experiment": "exp1"}) == ""
     assert data_variant({"component": "direction", "restricted_value": "left"}) == \

@@ -7,7 +7,7 @@ import pytest
 
 from fairseq_entropy.analysis import statistics as st
 from fairseq_entropy.analysis.report import write_report
-from fairseq_entropy.analysis.scoring import paper_results
+from fairseq_entropy.analysis.paper import paper_results
 
 LEVELS = [0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0]
 

@@ -1,1 +1,14 @@
-"""What happens to finished runs: scoring of fairseq-generate output, tables and plots."""
+"""What happens to finished runs: scoring of fairseq-generate output, tables and plots.
+
+Modules, lowest first; each imports only from those before it (and from the package's ground
+floor and :mod:`fairseq_entropy.scan`), never from ``experiments`` or ``cli``:
+
+1. :mod:`.columns` (result columns, checkpoint labels, ``ScoreError``) and :mod:`.paper`
+   (the paper's accuracies, ``paper_results.tsv``);
+2. :mod:`.metrics` (graded metrics), :mod:`.provenance` (where a score comes from: manifest,
+   checkpoint, preset, seed) and :mod:`.scoring` (one decode to ``score.json``);
+3. :mod:`.statistics` (seed statistics, Spearman rho, H50, agreement with the paper);
+4. :mod:`.report` (``summary.tsv``, ``curves.tsv``, figures, ``report.md``);
+5. :mod:`.aggregate` (score files to ``results.tsv`` and the report: the ``aggregate``
+   command).
+"""

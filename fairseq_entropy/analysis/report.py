@@ -1,5 +1,6 @@
-"""The report of an aggregate: ``summary.tsv``, ``curves.tsv``, one PNG per paper figure and
-``report.md`` (the figures, the per-curve statistics and the agreement table).
+"""The report of an aggregate: ``summary.tsv``, ``curves.tsv``, one PNG per paper figure,
+``report.md`` (the figures, the per-curve statistics and the agreement table), the overview
+plot ``accuracy_vs_entropy.png`` and the table ``fairseq-entropy aggregate`` prints.
 
 Works on plain result rows (see :mod:`.statistics`); the paper's numbers come from
 ``paper_results.tsv`` (Wold et al., arXiv 2505.13089, mean and std over 5 seeds).
@@ -11,9 +12,12 @@ Figures, after the paper's:
   model, one line per N;
 * ``fig_exp2.png``: Experiment 2, one panel per model;
 * ``fig_<experiment>+<variant>.png``: each data variant (another component class, subword
-  tokens; ``scoring.data_variant``), which the paper does not report, on its own.
+  tokens; :func:`.provenance.data_variant`), which the paper does not report, on its own.
 
-Each panel shows our mean with its 95% bootstrap CI beside the paper's mean +- std.
+Each panel shows our mean with its 95% bootstrap CI beside the paper's mean +- std
+(:func:`plot_figure`).  The overview (:func:`plot_overview`) has one panel per experiment and
+a curve per preset and N, our mean +- std over seeds beside the paper's curve for the preset's
+architecture and N.
 """
 
 from __future__ import annotations
@@ -25,8 +29,10 @@ import os
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
 
-from ..files import atomic_write_text
+from ..files import atomic_write_bytes, atomic_write_text
 from . import statistics as st
+from .paper import (DEFAULT_EXP1_TRAIN_SIZE, paper_curve, paper_lookup, paper_model_name,
+                    paper_results)
 
 #: columns of ``summary.tsv``: the cell (curve name = preset, N, checkpoint, level), the seed
 #: statistics and the agreement with the paper
@@ -63,7 +69,7 @@ def figure_of(record: dict) -> str:
     if record["experiment"] == "exp2":
         return "exp2"
     n = record.get("train_size")
-    return "exp1" if n in (None, st.DEFAULT_EXP1_TRAIN_SIZE) else "exp1_train_size"
+    return "exp1" if n in (None, DEFAULT_EXP1_TRAIN_SIZE) else "exp1_train_size"
 
 
 FIGURE_TITLES = {"exp1": "Experiment 1 (mixing): accuracy against second-slot entropy",
@@ -77,12 +83,9 @@ def figure_title(name: str) -> str:
     return f"{FIGURE_TITLES.get(base, base)} ({variant})" if variant else FIGURE_TITLES[name]
 
 
-def plot_figure(cells: Sequence[dict], paper_rows: Sequence[dict], name: str,
-                path: str | os.PathLike,
-                paper_model: Callable[[str], str] = lambda m: m) -> Path:
-    """One PNG: a panel per model, our mean with its 95% CI (error bars; the std when there
-    is no CI) beside the paper's mean +- std (dashed, shaded). ``cells`` are agreement-table
-    rows of one checkpoint and one figure."""
+def _pyplot():
+    """``matplotlib.pyplot`` on the non-interactive Agg backend (matplotlib is imported on
+    first use: scoring and the tables do not need it), its INFO logging silenced."""
     import logging
 
     logging.getLogger("matplotlib").setLevel(logging.WARNING)  # before the import logs
@@ -91,6 +94,33 @@ def plot_figure(cells: Sequence[dict], paper_rows: Sequence[dict], name: str,
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    return plt
+
+
+def _save_png(fig, path: str | os.PathLike, dpi: int) -> Path:
+    """Write ``fig`` as a PNG to ``path`` atomically and close it."""
+    import matplotlib.pyplot as plt
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    plt.close(fig)
+    path = Path(path)
+    atomic_write_bytes(path, buf.getvalue())
+    return path
+
+
+def plot_figure(cells: Sequence[dict], paper_rows: Sequence[dict], name: str,
+                path: str | os.PathLike,
+                paper_model: Callable[[str], str] = lambda m: m) -> Path:
+    """One PNG (110 dpi): a panel per model, our mean with its 95% CI (error bars; none when
+    there is no CI) beside the paper's mean +- std (dashed, shaded). ``cells`` are
+    agreement-table rows (:func:`~.statistics.agreement_table`) of one checkpoint and one
+    figure (:func:`figure_of`); accuracies are fractions, entropies bits.
+
+    Raises:
+        DataFormatError: ``path`` cannot be written.
+    """
+    plt = _pyplot()
     models = sorted({c["model"] for c in cells})
     cols = min(3, len(models))
     rows_ = math.ceil(len(models) / cols)
@@ -114,7 +144,7 @@ def plot_figure(cells: Sequence[dict], paper_rows: Sequence[dict], name: str,
                      else f"{counts[0]}-{counts[-1]} seeds per level")
             ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", color=f"C{i}", capsize=3,
                         label=f"{label}, {seeds}, 95% CI")
-            find = st.paper_lookup(paper_rows, paper_model)
+            find = paper_lookup(paper_rows, paper_model)
             ref = [(c["entropy_bits"], find(c["experiment"], model, c["train_size"] or None,
                                             c["entropy_bits"])[0]) for c in rs]
             ref = [(x, p) for x, p in ref if p is not None]
@@ -140,13 +170,67 @@ def plot_figure(cells: Sequence[dict], paper_rows: Sequence[dict], name: str,
         ax.legend(fontsize=7, loc="best")
     fig.suptitle(figure_title(name), fontsize=11)
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    os.replace(tmp, path)
-    return path
+    return _save_png(fig, path, dpi=110)
+
+
+def plot_overview(summary: Sequence[dict], path: str | os.PathLike,
+                  checkpoint: str = "last") -> Path:
+    """One PNG (120 dpi): accuracy (mean +- std over seeds) against entropy (bits), one panel
+    per experiment and one curve per (preset, N) of :func:`~.statistics.summarize` rows of
+    ``checkpoint`` (every row when none is of it), each with the paper's curve for the
+    preset's architecture and N (:func:`~.paper.paper_curve`) drawn dashed in the same
+    colour.  Levels without an entropy are left out.
+
+    Raises:
+        DataFormatError: ``path`` cannot be written.
+    """
+    plt = _pyplot()
+    rows = [r for r in summary if r["entropy_bits"] is not None]
+    rows = [r for r in rows if r["checkpoint"] == checkpoint] or rows
+    experiments = sorted({r["experiment"] for r in rows}) or ["(no entropy levels)"]
+    fig, axes = plt.subplots(1, len(experiments), figsize=(5.5 * len(experiments), 4.2),
+                             squeeze=False)
+    for ax, exp in zip(axes[0], experiments):
+        curves = sorted({(r["preset"], st.curve_size(r), r["model"], r["checkpoint"])
+                         for r in rows if r["experiment"] == exp}, key=st.order_key)
+        for i, (preset, n_train, model, ckpt) in enumerate(curves):
+            color = f"C{i % 10}"
+            rs = [r for r in rows if r["experiment"] == exp and r["preset"] == preset
+                  and st.curve_size(r) == n_train and r["checkpoint"] == ckpt]
+            rs.sort(key=lambda r: r["entropy_bits"])
+            ax.errorbar([r["entropy_bits"] for r in rs], [r["mean"] for r in rs],
+                        yerr=[r["std"] for r in rs], marker="o", color=color, capsize=3,
+                        label=f"{preset}, N={n_train} ({ckpt})")
+            ref = paper_curve(exp, model, n_train)
+            if ref:
+                ax.errorbar([float(p["entropy_bits"]) for p in ref],
+                            [float(p["accuracy_mean"]) for p in ref],
+                            yerr=[float(p["accuracy_std"]) for p in ref], color=color,
+                            linestyle="--", marker="x", alpha=0.6, capsize=2,
+                            label=f"paper {paper_model_name(model)}, N={ref[0]['train_size']}")
+        ax.set_title({"exp1": "Experiment 1 (mixing)", "exp2": "Experiment 2 (support)"}
+                     .get(exp, exp))
+        ax.set_xlabel("training-set entropy of the seen slot (bits)")
+        ax.set_ylabel("exact-match accuracy")
+        ax.set_ylim(-0.03, 1.03)
+        ax.grid(alpha=0.3)
+        if curves:
+            ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    return _save_png(fig, path, dpi=120)
+
+
+def format_table(summary: Sequence[dict]) -> str:
+    """A plain-text table of :func:`~.statistics.summarize` rows, one line per cell (mean and
+    std of accuracy as fractions, entropy in bits)."""
+    lines = [f"{'experiment':<10} {'preset':<34} {'N':>6} {'ckpt':<5} {'level':<13} "
+             f"{'H(bits)':>7} {'acc_mean':>8} {'acc_std':>7} {'n':>2}"]
+    for r in summary:
+        h = "n/a" if r["entropy_bits"] is None else f"{r['entropy_bits']:.3f}"
+        lines.append(f"{r['experiment']:<10} {r['preset']:<34} {r['n_train']:>6} "
+                     f"{r['checkpoint']:<5} {r['level']:<13} {h:>7} {r['mean']:>8.4f} "
+                     f"{r['std']:>7.4f} {r['n']:>2}")
+    return "\n".join(lines) + "\n"
 
 
 def _md_table(records: Sequence[dict], columns: Sequence[str], headers: Sequence[str]) -> str:
@@ -179,13 +263,11 @@ def write_report(rows: Sequence[dict], out_dir: str | os.PathLike,
         :func:`agreement_lines` of the cells.
     """
     if paper_rows is None:
-        from .scoring import paper_results
-
         paper_rows = paper_results()
     out = Path(out_dir)
     cells = st.agreement_table(st.cell_statistics(rows), paper_rows, paper_model)
     curves = st.curve_statistics(rows)
-    find = st.paper_lookup(paper_rows, paper_model)
+    find = paper_lookup(paper_rows, paper_model)
     for c in curves:  # H50 of the paper's mean curve at the same levels, for comparison
         mine = [x for x in cells if (x["experiment"], x["model"], x["train_size"],
                                      x["checkpoint"]) == (c["experiment"], c["model"],
@@ -260,8 +342,7 @@ def agreement_lines(cells: Sequence[dict]) -> List[str]:
     curves: Dict[tuple, List[dict]] = {}
     for c in cells:
         if c["agree"] in ("yes", "no"):
-            key = (c["experiment"], c["preset"], st.curve_size(c), c["checkpoint"])
-            curves.setdefault(key, []).append(c)
+            curves.setdefault(st.curve_key(c), []).append(c)
     lines = []
     for (exp, preset, n_train, ckpt), rows in sorted(curves.items(), key=str):
         out = [f"{r['level']} ({float(r['mean']):.3f} vs {float(r['paper_mean']):.3f})"

@@ -1,9 +1,13 @@
-"""Statistics over seeds: bootstrap CIs, Spearman rho, the entropy threshold H50, agreement.
+"""Statistics over seeds: mean and std, bootstrap CIs, Spearman rho, the entropy threshold H50,
+agreement with the paper.
 
 Everything here works on plain result rows (dicts) with the keys ``experiment``, ``model``
 (or ``preset``), ``level``, ``entropy_bits``, ``seed``, ``checkpoint``, ``accuracy`` and
 optionally ``train_size`` (N) -- the rows of ``results.tsv``.
 
+* :func:`summarize`: per cell (:func:`cell_key`) the mean, sample std (0 for one seed) and
+  number of seeds: the table ``fairseq-entropy aggregate`` prints; :func:`spearman` the rank
+  correlation of its curves (:func:`curve_key`).
 * :func:`cell_statistics`: per (experiment, model, N, level, checkpoint) the mean, sample std,
   number of seeds and a 95% bootstrap CI of the mean accuracy (``scipy.stats.bootstrap``,
   percentile method, resampling seeds). One seed has no spread: std and CI are NaN and the row
@@ -25,6 +29,9 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from .columns import GRADED_COLUMNS, GROUP_COLUMNS, ScoreError
+from .paper import paper_lookup
+
 #: confidence level of every interval here
 CONFIDENCE = 0.95
 #: bootstrap resamples (fixed seed: the same rows give the same intervals)
@@ -33,10 +40,6 @@ BOOTSTRAP_SEED = 0
 #: agreement tolerance: max(AGREE_STDS x paper std, AGREE_FLOOR)
 AGREE_STDS = 2.0
 AGREE_FLOOR = 0.10
-#: the training size of the paper's Experiment 1 figure (the default of ``build exp1``)
-DEFAULT_EXP1_TRAIN_SIZE = 6000
-#: a cell is compared with the paper's level nearest its measured entropy, within this many bits
-PAPER_LEVEL_TOLERANCE_BITS = 0.05
 
 NAN = float("nan")
 
@@ -48,29 +51,114 @@ def model_of(row: dict) -> str:
 
 def base_experiment(experiment: Optional[str]) -> Optional[str]:
     """``exp1`` or ``exp2`` of an aggregate's experiment name (``exp1+direction=left`` is a
-    data variant of Experiment 1; see ``scoring.data_variant``)."""
+    data variant of Experiment 1; see :func:`.provenance.data_variant`)."""
     return None if experiment is None else str(experiment).split("+", 1)[0]
 
 
-def curve_size(row: dict):
-    """The N that names a row's curve: its training-set size ``n_train`` in Experiment 1,
-    ``"support"`` in Experiment 2, whose N grows with the level (about 5866 commands per verb
-    of the support), so that one curve holds every level of a preset."""
-    return "support" if base_experiment(row["experiment"]) == "exp2" else row["n_train"]
-
-
 def train_size_of(row: dict) -> Optional[int]:
-    """The row's training size N (None when not recorded, and for Experiment 2)."""
+    """The row's training size N (``train_size``, else ``n_train``; None when not recorded,
+    and for Experiment 2)."""
     n = row.get("train_size", row.get("n_train"))
     if n in (None, "", "support") or base_experiment(row.get("experiment")) == "exp2":
         return None
     return int(n)
 
 
+def curve_size(row: dict):
+    """The N that names a row's curve: its training-set size (:func:`train_size_of`) in
+    Experiment 1, ``"support"`` in Experiment 2, whose N grows with the level (about 5866
+    commands per verb of the support), so that one curve holds every level of a preset."""
+    return "support" if base_experiment(row["experiment"]) == "exp2" else train_size_of(row)
+
+
 def cell_key(row: dict) -> tuple:
-    """(experiment, model, N, level, checkpoint) of a row."""
+    """(experiment, model, N, level, checkpoint) of a row (N: :func:`train_size_of`); the
+    rows of a cell differ only by their training seed."""
     return (row["experiment"], model_of(row), train_size_of(row), str(row["level"]),
             row["checkpoint"])
+
+
+def curve_key(row: dict) -> tuple:
+    """(experiment, model, N, checkpoint) of a row (N: :func:`curve_size`): the curve of
+    accuracy against entropy that its level is a point of."""
+    return (row["experiment"], model_of(row), curve_size(row), row["checkpoint"])
+
+
+def order_key(values: Sequence) -> tuple:
+    """A sort key for tuples that mix numbers, strings and None: numbers first, by value,
+    then everything else by its ``str``."""
+    return tuple((0, v) if isinstance(v, (int, float)) else (1, str(v)) for v in values)
+
+
+def group_runs(rows: Sequence[dict]) -> Dict[tuple, List[dict]]:
+    """Rows by :func:`cell_key`, in a fixed order.
+
+    Raises:
+        ScoreError: two rows with the same cell and seed (e.g. a run scored twice into
+            different directories), naming both files.
+    """
+    groups: Dict[tuple, List[dict]] = defaultdict(list)
+    seen: Dict[tuple, dict] = {}
+    for r in rows:
+        key = cell_key(r)
+        dup = seen.get((key, r["seed"]))
+        if dup is not None:
+            raise ScoreError(
+                f"{r.get('path', '?')} and {dup.get('path', '?')} are both seed {r['seed']} of "
+                f"{ {c: r[c] for c in GROUP_COLUMNS} }. Fix: aggregate only one of them (move "
+                "or remove the other score.json)")
+        seen[(key, r["seed"])] = r
+        groups[key].append(r)
+    return {k: groups[k] for k in sorted(groups, key=order_key)}
+
+
+def summarize(rows: Sequence[dict]) -> List[dict]:
+    """Mean, sample std (0 for one seed) and n of accuracy per cell (:func:`group_runs`).
+
+    Args:
+        rows: result rows (the columns of ``results.tsv``).
+
+    Returns:
+        one dict per cell with the keys of :data:`~.columns.GROUP_COLUMNS` (from the cell's
+        first row), ``model``, ``entropy_bits`` (None when not recorded), ``mean``, ``std``
+        and ``n``, sorted by experiment, preset, N, checkpoint, entropy, level.
+
+    Raises:
+        ScoreError: see :func:`group_runs`.
+    """
+    out = []
+    for rs in group_runs(rows).values():
+        accs = [float(r["accuracy"]) for r in rs]
+        mean = sum(accs) / len(accs)
+        std = math.sqrt(sum((a - mean) ** 2 for a in accs) / (len(accs) - 1)) \
+            if len(accs) > 1 else 0.0
+        h = rs[0]["entropy_bits"]
+        out.append({**{c: rs[0][c] for c in GROUP_COLUMNS}, "model": rs[0]["model"],
+                    "entropy_bits": None if h is None else float(h), "mean": mean, "std": std,
+                    "n": len(accs)})
+    out.sort(key=lambda r: (*order_key((r["experiment"], r["preset"], r["n_train"],
+                                        r["checkpoint"])),
+                            math.inf if r["entropy_bits"] is None else r["entropy_bits"],
+                            str(r["level"])))
+    return out
+
+
+def spearman(summary: Sequence[dict]) -> Dict[tuple, Optional[float]]:
+    """:func:`spearman_rho` between entropy and mean accuracy of each curve
+    (:func:`curve_key`) of :func:`summarize` rows; levels without an entropy are left out.
+
+    Returns:
+        curve key -> rho in [-1, 1], or None when undefined (< 3 levels or constant).
+    """
+    groups: Dict[tuple, List[dict]] = defaultdict(list)
+    for r in summary:
+        groups[curve_key(r)].append(r)
+    out: Dict[tuple, Optional[float]] = {}
+    for key, rs in groups.items():
+        rs = [r for r in rs if r["entropy_bits"] is not None]
+        rho = spearman_rho([r["entropy_bits"] for r in rs], [r["mean"] for r in rs])
+        out[key] = None if math.isnan(rho) else rho
+    return out
 
 
 def bootstrap_mean_ci(values: Sequence[float], confidence: float = CONFIDENCE,
@@ -100,11 +188,9 @@ def cell_statistics(rows: Sequence[dict]) -> List[dict]:
         one dict per cell with ``experiment, model, train_size, level, checkpoint,
         entropy_bits, mean, std, n, ci_low, ci_high, note`` (``note`` says when a CI is
         undefined), plus the seed mean of each graded metric of
-        :data:`~fairseq_entropy.analysis.scoring.GRADED_COLUMNS` that every run of the cell
-        has (else None), sorted by experiment, model, N, checkpoint, entropy.
+        :data:`~.columns.GRADED_COLUMNS` that every run of the cell has (else None), sorted
+        by experiment, model, N, checkpoint, entropy.
     """
-    from .scoring import GRADED_COLUMNS
-
     groups: Dict[tuple, List[dict]] = defaultdict(list)
     for r in rows:
         groups[cell_key(r)].append(r)
@@ -159,8 +245,8 @@ def fit_h50(entropy: Sequence[float], accuracy: Sequence[float]) -> float:
 
 
 def spearman_rho(entropy: Sequence[float], accuracy: Sequence[float]) -> float:
-    """Spearman rank correlation of accuracy with entropy; NaN when undefined (fewer than 3
-    levels, or a constant accuracy)."""
+    """Spearman rank correlation of accuracy with entropy (``scipy.stats.spearmanr``), in
+    [-1, 1]; NaN when undefined (fewer than 3 levels, or a constant entropy or accuracy)."""
     from scipy.stats import spearmanr
 
     if len(entropy) < 3 or len(set(accuracy)) < 2 or len(set(entropy)) < 2:
@@ -206,19 +292,20 @@ def h50_bootstrap_ci(curves: np.ndarray, entropy: Sequence[float],
 def curve_statistics(rows: Sequence[dict]) -> List[dict]:
     """Spearman rho and H50 (with its bootstrap CI over seeds) per curve.
 
-    A curve is (experiment, model, N, checkpoint) over its levels. Only seeds that have every
-    level of the curve enter the H50 CI.
+    A curve (:func:`curve_key`) is (experiment, model, N, checkpoint) over its levels. Only
+    seeds that have every level of the curve enter the H50 CI.
 
     Returns:
         one dict per curve: ``experiment, model, train_size, checkpoint, levels, seeds, rho,
-        h50, h50_ci_low, h50_ci_high, note``.
+        h50, h50_ci_low, h50_ci_high, note`` (``train_size``: :func:`train_size_of`, None for
+        Experiment 2).
     """
     curves: Dict[tuple, List[dict]] = defaultdict(list)
     for r in rows:
-        exp, model, n, _level, ckpt = cell_key(r)
-        curves[(exp, model, n, ckpt)].append(r)
+        curves[curve_key(r)].append(r)
     out = []
-    for (exp, model, n, ckpt), rs in curves.items():
+    for (exp, model, _size, ckpt), rs in curves.items():
+        n = train_size_of(rs[0])
         levels = sorted({float(r["entropy_bits"]) for r in rs})
         by_seed: Dict[str, Dict[float, float]] = defaultdict(dict)
         for r in rs:
@@ -254,45 +341,10 @@ def agreement_tolerance(paper_std: float) -> float:
     return max(AGREE_STDS * paper_std, AGREE_FLOOR)
 
 
-def paper_lookup(paper_rows: Sequence[dict],
-                 paper_model: Callable[[str], str] = lambda m: m) -> Callable:
-    """A function ``(experiment, model, N, entropy_bits) -> (paper row, note)`` over the rows
-    of ``paper_results.tsv``.
-
-    Args:
-        paper_model: maps a curve name (model or preset) to the paper's model name.
-
-    Experiment 1 rows without a recorded N are matched to the paper's N = 6000 figure, and
-    the note says so; Experiment 2 is matched by support size (its entropy).
-    """
-    index: Dict[tuple, List[dict]] = defaultdict(list)
-    for p in paper_rows:
-        index[(p["experiment"], p["model"], str(p["train_size"]))].append(p)
-
-    def nearest(key, bits):
-        # the paper lists levels rounded to 0.1 bit (log2 3 = 1.585 as 1.6) and our manifests
-        # record the measured entropy (within 0.01 bits of the target)
-        rows = index.get(key, [])
-        best = min(rows, key=lambda p: abs(float(p["entropy_bits"]) - bits), default=None)
-        return best if best is not None and \
-            abs(float(best["entropy_bits"]) - bits) <= PAPER_LEVEL_TOLERANCE_BITS else None
-
-    def find(experiment, model, n, bits):
-        note = ""
-        if experiment == "exp2":
-            size = "support"
-        elif n is None:
-            size, note = str(DEFAULT_EXP1_TRAIN_SIZE), \
-                f"N not recorded: compared with the paper's N = {DEFAULT_EXP1_TRAIN_SIZE}"
-        else:
-            size = str(n)
-        return nearest((experiment, paper_model(model), size), float(bits)), note
-    return find
-
-
 def agreement_table(cells: Sequence[dict], paper_rows: Sequence[dict],
                     paper_model: Callable[[str], str] = lambda m: m) -> List[dict]:
-    """Each cell of :func:`cell_statistics` beside the paper's mean and std.
+    """Each cell of :func:`cell_statistics` beside the paper's mean and std
+    (:func:`~.paper.paper_lookup` over ``paper_rows``, the rows of ``paper_results.tsv``).
 
     Returns:
         the cells with ``paper_mean, paper_std, diff, tolerance, agree`` added (``agree`` is

@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 
-
-
 def add_parser(sub) -> None:
     """Add the ``aggregate`` subcommand to the subparsers ``sub``."""
     a = sub.add_parser("aggregate", help="results.tsv, summary and plot from score.json files")
@@ -17,7 +15,7 @@ def add_parser(sub) -> None:
 
 def run(args) -> None:
     """``aggregate``: results.tsv, summary.tsv and the plot from score.json files."""
-    from ..analysis.scoring import aggregate
+    from ..analysis.aggregate import aggregate
 
     res = aggregate(args.roots, args.out)
     print(res["table"], end="")

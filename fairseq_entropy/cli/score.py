@@ -11,7 +11,7 @@ from . import options
 
 def add_parser(sub) -> None:
     """Add the ``score`` subcommand to the subparsers ``sub``."""
-    from ..analysis.scoring import CHECKPOINT_LABELS
+    from ..analysis.columns import CHECKPOINT_LABELS
 
     sc = sub.add_parser("score", help="exact-match accuracy of fairseq-generate output")
     sc.add_argument("generate_output")
@@ -33,82 +33,22 @@ def add_parser(sub) -> None:
     sc.add_argument("--force", action="store_true", help="replace an existing score.json")
 
 
-def _score_provenance(args) -> dict:
-    """Resolve the data, preset, model and seed of a decode for ``score``.
-
-    Each comes from its option, else from the decoded checkpoint (``--path``, or
-    ``checkpoints/checkpoint_<label>.pt`` beside the generate output): its training data, its
-    architecture (the one preset of that architecture and the data's experiment) and its seed.
-
-    Raises:
-        ValueError: a value that cannot be known, or options that contradict the checkpoint.
-    """
-    from ..analysis.scoring import (load_data_manifest, provenance, read_checkpoint_info)
-    from ..experiments.presets import PresetError, load_presets
-
-    ckpt = Path(args.path) if args.path else \
-        Path(args.generate_output).parent / "checkpoints" / f"checkpoint_{args.checkpoint}.pt"
-    if args.path and not ckpt.is_file():
-        raise UserError(f"{ckpt}: checkpoint not found. Fix: pass --path with the checkpoint "
-                         "that was decoded")
-    info = read_checkpoint_info(ckpt) if ckpt.is_file() else None
-    where = f"checkpoint {ckpt}" if info else f"no checkpoint at {ckpt}"
-
-    data = args.data or (info or {}).get("data")
-    if not data or not Path(data).is_dir():
-        raise UserError(f"the decoded data is unknown (no --data; {where}"
-                         f"{', whose data ' + repr(data) + ' is not a directory' if data else ''}"
-                         "). Fix: pass --data LEVEL_DIR")
-    manifest, sha = load_data_manifest(data)
-
-    presets = load_presets()
-    preset = args.preset
-    if preset is not None and preset not in presets:
-        raise PresetError(f"unknown preset {preset!r}; known: {', '.join(sorted(presets))}")
-    if info and info["arch"]:
-        same_arch = sorted(n for n, p in presets.items() if p.get("arch") == info["arch"])
-        if preset is not None and preset not in same_arch:
-            raise UserError(f"{ckpt} was trained with --arch {info['arch']}, but preset "
-                             f"{preset} uses {presets[preset].get('arch')}. Fix: pass the "
-                             f"preset of the run (one of: {', '.join(same_arch) or 'none'})")
-        if preset is None:
-            fits = [n for n in same_arch
-                    if presets[n].get("experiment") == manifest.get("experiment")]
-            if len(fits) != 1:
-                raise UserError(f"cannot tell the preset of {ckpt} (arch {info['arch']}, "
-                                 f"experiment {manifest.get('experiment')}): candidates "
-                                 f"{', '.join(fits or same_arch) or 'none'}. Fix: pass --preset")
-            preset = fits[0]
-    if preset is None:
-        raise UserError(f"the preset is unknown (no --preset; {where}). Fix: pass --preset "
-                         "NAME (fairseq-entropy train-args lists them) or --path CHECKPOINT")
-    model = presets[preset].get("model", preset)
-    if args.model is not None and args.model != model:
-        raise UserError(f"--model {args.model} contradicts preset {preset}, whose model is "
-                         f"{model}. Fix: drop --model (it is read from the preset)")
-
-    seed = args.seed
-    if info and info["seed"] is not None:
-        if seed is not None and seed != info["seed"]:
-            raise UserError(f"--seed {seed} contradicts {ckpt}, trained with seed "
-                             f"{info['seed']}. Fix: drop --seed (it is read from the checkpoint)")
-        seed = info["seed"]
-    if seed is None:
-        raise UserError(f"the training seed is unknown (no --seed; {where}). Fix: pass --seed "
-                         "S or --path CHECKPOINT")
-    return {"data": data, "meta": provenance(manifest, sha, data, args.split, args.checkpoint,
-                                             preset, model, seed,
-                                             info["path"] if info else None)}
-
-
 def run(args) -> None:
     """``score``: exact-match accuracy of one fairseq-generate output, with its provenance."""
+    from ..analysis.provenance import resolve_provenance
     from ..analysis.scoring import write_score
+    from ..experiments.presets import PresetError, load_presets
 
     if (Path(args.out) / "score.json").exists() and not args.force:
         raise UserError(f"{Path(args.out) / 'score.json'} already exists. Fix: pass --force "
-                         "to replace it, or choose another --out")
-    run = _score_provenance(args)
+                        "to replace it, or choose another --out")
+    presets = load_presets()
+    if args.preset is not None and args.preset not in presets:
+        raise PresetError(f"unknown preset {args.preset!r}; known: "
+                          f"{', '.join(sorted(presets))}")
+    run = resolve_provenance(args.generate_output, args.checkpoint, presets, path=args.path,
+                             data=args.data, preset=args.preset, model=args.model,
+                             seed=args.seed, split=args.split)
     rec = write_score(args.generate_output, args.out, run["meta"], run["data"], args.split,
                       args.force)
     print(f"exact-match accuracy {rec['accuracy']:.4f} ({rec['correct']}/{rec['n']}) on "

@@ -1,0 +1,39 @@
+"""The names every analysis module shares: result columns, checkpoint labels, held-out slots,
+and :class:`ScoreError`.
+
+A result row (one per scored run and checkpoint; a line of ``results.tsv``) is a dict with the
+keys :data:`RESULT_COLUMNS` + :data:`GRADED_COLUMNS` (+ ``path``, the file it came from).
+"""
+
+from __future__ import annotations
+
+from ..errors import UserError
+from ..scan.grammar import CONJUNCTIONS
+
+#: columns of ``results.tsv``, one row per score.json
+RESULT_COLUMNS = ("experiment", "preset", "model", "n_train", "level", "entropy_bits",
+                  "checkpoint", "seed", "data_seed", "accuracy")
+#: result columns a score may lack (None in its row)
+OPTIONAL_RESULT_COLUMNS = ("entropy_bits", "data_seed")
+#: graded metrics of ``score.json`` (its ``graded`` record) and the exact match of the
+#: commands of each conjunction (its ``by_conjunction`` record: ``accuracy_and``,
+#: ``accuracy_after``), carried into ``results.tsv`` and averaged over seeds in
+#: ``summary.tsv``; empty for score files written without them
+GRADED_COLUMNS = ("clause_accuracy", "correct_except_restricted_clause", "chrf", "bleu",
+                  *(f"accuracy_{c}" for c in CONJUNCTIONS))
+#: what identifies a group of runs that differ only by their seed; ``results.tsv`` is sorted
+#: by these columns, then by seed
+GROUP_COLUMNS = ("experiment", "preset", "n_train", "level", "checkpoint")
+#: checkpoint labels a run is scored with: the last one, the best on the validation split
+#: (seq_acc), and the one with the lowest loss on the test split (the paper authors'
+#: selection: their validation file was the test set; ``SELECT=test-loss`` in
+#: ``recipes/train_level.sh``), a diagnostic of the paper's numbers, not an estimate of
+#: generalization
+CHECKPOINT_LABELS = ("last", "best", "test-loss")
+
+HELD_OUT_SLOT = {"exp1": "first", "exp2": "second"}
+"""The slot in which the test set executes the restricted verb (never seen there in training)."""
+
+
+class ScoreError(UserError, ValueError):
+    """Unreadable or inconsistent generate output / result files."""
