@@ -1,5 +1,5 @@
 """Grids, the sweep's locks and executors, and exact resume of a killed cell
-(experiments/grids.py, experiments/sweep.py, recipes/train_level.sh)."""
+(experiments/grids.py, sweep.py, locks.py, devices.py, executors.py, recipes/train_level.sh)."""
 import json
 import os
 import shutil
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from fairseq_entropy.cli import main as cli
-from fairseq_entropy.experiments import sweep
+from fairseq_entropy.experiments import devices, executors, locks, sweep
 from fairseq_entropy.experiments.grids import (AUTHORS_SEEDS, Cell, GridError, Schedule,
                                                load_grid)
 
@@ -179,10 +179,10 @@ def dead_pid():
 
 def test_second_launch_is_refused_and_touches_nothing(tmp_path, capsys):
     run = tmp_path / "run"
-    with sweep.RunLock(run):
+    with locks.RunLock(run):
         holder = json.loads((run / ".lock").read_text())
         assert holder["pid"] == os.getpid() and holder["host"] == socket.gethostname()
-        assert sweep.run_locked(run, ["touch", str(run / "ran")]) == sweep.LOCKED_EXIT == 75
+        assert locks.run_locked(run, ["touch", str(run / "ran")]) == locks.LOCKED_EXIT == 75
         assert f"is locked by pid {os.getpid()} on host {socket.gethostname()}" \
             in capsys.readouterr().err
         assert not (run / "ran").exists()
@@ -194,7 +194,7 @@ def test_second_launch_is_refused_and_touches_nothing(tmp_path, capsys):
         assert "is locked by pid" in res.stderr
         assert sorted(p.name for p in run.iterdir()) == [".lock"]
     assert (run / ".lock").read_text() == ""  # released cleanly: no stale lock left
-    assert sweep.run_locked(run, ["touch", str(run / "ran")]) == 0
+    assert locks.run_locked(run, ["touch", str(run / "ran")]) == 0
     assert (run / "ran").exists() and "stale" not in capsys.readouterr().err
 
 
@@ -205,7 +205,7 @@ def test_stale_lock_of_a_dead_process_is_taken_over_with_a_message(tmp_path):
     (run / ".lock").write_text(json.dumps({"host": socket.gethostname(), "pid": pid,
                                            "started": "2026-01-01T00:00:00"}))
     messages = []
-    lock = sweep.RunLock(run, log=messages.append).acquire()
+    lock = locks.RunLock(run, log=messages.append).acquire()
     try:
         assert len(messages) == 1
         assert f"taking over the stale lock of pid {pid} on host {socket.gethostname()}" \
@@ -217,21 +217,21 @@ def test_stale_lock_of_a_dead_process_is_taken_over_with_a_message(tmp_path):
 
 # ----------------------------------------------------------------------------- executors
 def test_gpu_slots_round_robin_with_a_simulated_device_count():
-    slots = sweep.device_slots(None, "gpu", gpus=3, per_gpu=2)
+    slots = devices.device_slots(None, "gpu", gpus=3, per_gpu=2)
     assert [s["CUDA_VISIBLE_DEVICES"] for s in slots] == ["0", "1", "2", "0", "1", "2"]
     assert all(s["DEVICE"] == "gpu" for s in slots)
-    assert len(sweep.device_slots(4, "gpu", gpus=3, per_gpu=2)) == 4
+    assert len(devices.device_slots(4, "gpu", gpus=3, per_gpu=2)) == 4
     with pytest.raises(ValueError, match="exceeds 3 GPU"):
-        sweep.device_slots(7, "gpu", gpus=3, per_gpu=2)
+        devices.device_slots(7, "gpu", gpus=3, per_gpu=2)
     with pytest.raises(ValueError, match="no GPU"):
-        sweep.device_slots(None, "gpu", gpus=0)
-    cpu = sweep.device_slots(None, "cpu", cores=2)
+        devices.device_slots(None, "gpu", gpus=0)
+    cpu = devices.device_slots(None, "cpu", cores=2)
     assert cpu == [{"DEVICE": "cpu", "OMP_NUM_THREADS": "1"}] * 2
 
 
 def test_local_executor_packs_k_runs_per_gpu(capsys):
     """8 cells on 2 simulated GPUs x 2 runs: 4 run at once, never 3 on one GPU."""
-    slots = sweep.device_slots(None, "gpu", gpus=2, per_gpu=2)
+    slots = devices.device_slots(None, "gpu", gpus=2, per_gpu=2)
     barrier = threading.Barrier(4, timeout=60)
     guard = threading.Lock()
     running = {"0": 0, "1": 0}
@@ -252,7 +252,7 @@ def test_local_executor_packs_k_runs_per_gpu(capsys):
         return sweep.CellResult(cell.name, "done", accuracy=0.5)
 
     cells = [Cell("exp1", "exp1_cnn", "cnn", 6000, s, 3.0) for s in range(8)]
-    results = sweep.run_local(cells, "unused", slots, runner)
+    results = executors.run_local(cells, "unused", slots, runner)
     assert peak == {"0": 2, "1": 2}
     assert sorted(seen) == ["0"] * 4 + ["1"] * 4
     assert [r.status for r in results] == ["done"] * 3 + ["failed"] + ["done"] * 4
@@ -282,7 +282,7 @@ def fake_cells(tmp_path):
 
 def test_submitit_executor_in_its_local_mode(tmp_path):
     cells, recipe = fake_cells(tmp_path)
-    results = sweep.run_submitit(cells, tmp_path, {"timeout_min": 5, "cpus_per_task": 1,
+    results = executors.run_submitit(cells, tmp_path, {"timeout_min": 5, "cpus_per_task": 1,
                                                    "slurm_partition": "unused"},
                                  cluster="local", recipe=recipe)
     assert [r.status for r in results] == ["done", "failed"]
@@ -290,7 +290,7 @@ def test_submitit_executor_in_its_local_mode(tmp_path):
     assert "exit 3: out of memory (simulated)" in results[1].reason
     assert len(list((tmp_path / "submitit").iterdir())) >= 1  # submitit's job folders
     # re-running skips the finished cells and retries the failed one
-    again = sweep.run_submitit(cells, tmp_path, {"timeout_min": 5}, cluster="debug",
+    again = executors.run_submitit(cells, tmp_path, {"timeout_min": 5}, cluster="debug",
                                recipe=recipe)
     assert [r.status for r in again] == ["skipped", "failed"]
     table = sweep.write_status(again, tmp_path / "status.tsv").read_text().splitlines()
@@ -383,7 +383,7 @@ def test_killed_cell_resumes_to_the_uninterrupted_score(tiny_data, tmp_path):
     proc.send_signal(signal.SIGTERM)
     proc.wait(timeout=60)
     assert not (run / "last" / "score.json").exists()
-    with sweep.RunLock(run):  # the killed run's lock is free again
+    with locks.RunLock(run):  # the killed run's lock is free again
         pass
     res = subprocess.run(sweep_cmd(root), capture_output=True, text=True, env=env())
     text = log.read_text()

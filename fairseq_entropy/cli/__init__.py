@@ -14,6 +14,9 @@ Subcommands, one module each in this package (``add_parser(sub)`` declares the o
                           [--checkpoint last|best] [--path CHECKPOINT] [--force]
     fairseq-entropy aggregate RUNS_DIR... --out DIR
     fairseq-entropy train-args PRESET --data LEVEL_DATABIN [--epochs E]
+    fairseq-entropy run PRESET LEVEL_DATABIN RUN_DIR [--seed S] [--epochs E] [--max-update U]
+                        [--device cpu|gpu] [--gen-batch N] [--valid-batch N]
+                        [--no-score-best] [--select valid|test-loss] [-- FAIRSEQ_TRAIN_ARGS]
     fairseq-entropy recipes-dir
     fairseq-entropy user-dir
     fairseq-entropy sweep GRID [--root DIR] [--jobs N] [--dry-run] [--executor local|slurm]
@@ -32,13 +35,13 @@ import sys
 from typing import Optional, Sequence
 
 from ..errors import UserError
-from . import (aggregate, binarize, build, lock, measure, recipes_dir, score, sweep, train_args,
-               user_dir)
+from . import (aggregate, binarize, build, lock, measure, recipes_dir, run, score, sweep,
+               train_args, user_dir)
 
 #: subcommand name -> its module, in the order ``--help`` lists them
 COMMANDS = {"build": build, "measure": measure, "binarize": binarize, "score": score,
             "aggregate": aggregate, "train-args": train_args, "recipes-dir": recipes_dir,
-            "user-dir": user_dir, "sweep": sweep, "lock": lock}
+            "user-dir": user_dir, "run": run, "sweep": sweep, "lock": lock}
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -18,7 +18,7 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     """``lock``: run a command while holding the run directory's lock."""
-    from ..experiments.sweep import run_locked
+    from ..experiments.locks import run_locked
 
     command = args.lock_command
     command = command[1:] if command[:1] == ["--"] else command

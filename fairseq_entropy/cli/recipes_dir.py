@@ -1,8 +1,7 @@
-"""``fairseq-entropy recipes-dir``: where the shell recipes are installed."""
+"""``fairseq-entropy recipes-dir``: where the shell recipes are installed
+(:func:`fairseq_entropy.experiments.recipes.recipes_dir`)."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 
 def add_parser(sub) -> None:
@@ -11,23 +10,8 @@ def add_parser(sub) -> None:
                                        "(train_level.sh, quickstart.sh)")
 
 
-def recipes_dir() -> Path:
-    """The shell recipes: ``fairseq_entropy/recipes/`` of an installed package (setup.py
-    installs the top-level ``recipes/`` there), else ``recipes/`` of the source checkout.
-
-    Raises:
-        FileNotFoundError: neither holds ``train_level.sh``.
-    """
-    from importlib import resources
-
-    package = Path(str(resources.files("fairseq_entropy")))
-    for candidate in (package / "recipes", package.parent / "recipes"):
-        if (candidate / "train_level.sh").is_file():
-            return candidate
-    raise FileNotFoundError(f"no recipes beside {package}. Fix: install the package with pip "
-                            "(they are package data) or run from a source checkout")
-
-
 def run(args) -> None:
     """``recipes-dir``: print the directory of the shell recipes."""
+    from ..experiments.recipes import recipes_dir
+
     print(recipes_dir())

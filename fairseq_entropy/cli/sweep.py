@@ -31,29 +31,23 @@ def add_parser(sub) -> None:
     w.add_argument("--gpus", type=int, help="number of GPUs (default: "
                                             "torch.cuda.device_count())")
     w.add_argument("--per-gpu", type=int, default=8, help="runs packed on each GPU")
-    w.add_argument("--recipe", help="train recipe (default recipes/train_level.sh)")
+    w.add_argument("--recipe", help="train recipe, called as RECIPE PRESET DATABIN RUN_DIR "
+                                    "with SEED, EPOCHS/MAX_UPDATE and DEVICE in its "
+                                    "environment (default: the installed train_level.sh, "
+                                    "see fairseq-entropy recipes-dir)")
 
 
 def run(args) -> None:
     """``sweep``: expand a grid into cells and run them (see experiments/sweep.py)."""
-    from ..experiments import sweep
+    from ..experiments import executors, sweep
+    from ..experiments.devices import detect_device, device_slots
     from ..experiments.grids import load_grid
 
     grid = load_grid(args.grid)
     cells = grid.cells(args.preset, args.seed, args.level)
     root = Path(args.root or Path("sweeps") / grid.name)
-    device, gpus = args.device, args.gpus
-    if device == "auto":
-        if gpus is None:
-            import torch
-
-            gpus = torch.cuda.device_count()
-        device = "gpu" if gpus else "cpu"
-    elif device == "gpu" and gpus is None:
-        import torch
-
-        gpus = torch.cuda.device_count()
-    slots = sweep.device_slots(args.jobs, device, gpus or 0, args.per_gpu) \
+    device, gpus = detect_device(args.device, args.gpus)
+    slots = device_slots(args.jobs, device, gpus, args.per_gpu) \
         if args.executor == "local" else [{}]
     shape = (f"{len(set(c.preset for c in cells))} preset(s) x {len(grid.n)} N x "
              f"{len(set(c.level for c in cells))} levels x {len(set(c.seed for c in cells))} "
@@ -75,12 +69,12 @@ def run(args) -> None:
                            + sweep.recipe_command(cell, root, args.recipe)))
         return
     if args.executor == "local":
-        results = sweep.run_local(cells, root, slots,
+        results = executors.run_local(cells, root, slots,
                                   lambda c, s: sweep.run_cell(c, root, s, args.recipe))
     else:
         cluster = {"slurm": "slurm", "submitit-local": "local",
                    "submitit-debug": "debug"}[args.executor]
-        results = sweep.run_submitit(cells, root, grid.resources, cluster, args.recipe)
+        results = executors.run_submitit(cells, root, grid.resources, cluster, args.recipe)
     status = sweep.write_status(results, root / "sweep-status.tsv")
     print(sweep.format_summary(results), end="")
     print(f"status: {status}\nnext: fairseq-entropy aggregate {root / 'runs'} --out "

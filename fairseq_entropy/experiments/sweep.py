@@ -1,23 +1,23 @@
-"""Running the cells of a grid: data, locks, resume, and local, GPU-packed or Slurm executors.
+"""The cells of a grid as runs: their data, their run, their outcome, progress and status.
 
-Each cell (:class:`~.grids.Cell`) runs in three steps:
+Each cell (:class:`~.grids.Cell`) runs in three steps (:func:`run_cell`):
 
 1. its data, shared with every cell of the same (experiment, N, seed, level):
-   ``fairseq-entropy build`` and ``fairseq-entropy binarize``, under a file lock so that
-   concurrent cells build it once (both write through temporary names);
-2. ``recipes/train_level.sh PRESET DATABIN RUN_DIR`` (fairseq-train, fairseq-generate with the
-   last and best-on-validation checkpoints, ``fairseq-entropy score``). The recipe holds the
-   run directory's :class:`RunLock` while it runs, resumes from ``checkpoint_last.pt`` when a
-   run was cut off (``fairseq-train`` does this by itself; the ``systematicity`` task makes the
-   resumed run train on the same batches, and fairseq reseeds torch before every update), and
-   skips a run whose ``last/score.json`` exists;
-3. the cell's outcome: ``done`` (trained and scored now), ``skipped`` (scored before),
-   ``locked`` (another process holds its run directory) or ``failed`` (with the reason).
+   ``fairseq-entropy build`` and ``fairseq-entropy binarize`` (:func:`prepare_data`), under a
+   file lock so that concurrent cells build it once (both write through temporary names);
+2. the recipe ``train_level.sh PRESET DATABIN RUN_DIR`` (:func:`recipe_command`: the installed
+   one of :func:`~.recipes.default_recipe`, or the grid user's own script) with the cell's
+   seed, schedule and worker slot in its environment (:func:`cell_env`); the default recipe
+   runs ``fairseq-entropy run`` (:func:`~.run.run_level`: train, decode, score, holding the
+   run's lock, resuming from ``checkpoint_last.pt``, skipping a scored run).  Its output goes
+   to ``RUN_DIR/sweep.log``;
+3. the cell's outcome (:class:`CellResult`): ``done`` (trained and scored now), ``skipped``
+   (scored before), ``locked`` (another process holds its run directory, exit status
+   :data:`~.locks.LOCKED_EXIT`) or ``failed`` (with the reason).
 
-Executors: :func:`run_local` (worker slots: one single-threaded run per CPU core, or K runs per
-GPU assigned round-robin through ``CUDA_VISIBLE_DEVICES``, see :func:`device_slots`) and
-:func:`run_submitit` (a Slurm job array through submitit, one task per cell, resources from
-the grid file; submitit's ``local`` and ``debug`` clusters run the same code without Slurm).
+:class:`Progress` prints the sweep's progress lines, :func:`write_status` merges the outcomes
+into ``sweep-status.tsv``, :func:`format_summary` sums them up.  The executors that run many
+cells are in :mod:`.executors`.
 """
 
 from __future__ import annotations
@@ -25,163 +25,26 @@ from __future__ import annotations
 import csv
 import fcntl
 import io
-import json
 import math
 import os
-import signal
-import socket
 import subprocess
 import sys
-import threading
 import time
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
-from ..errors import UserError
-from ..files import atomic_write_text, pid_alive
+from ..files import atomic_write_text
 from ..progress import training_progress
 from .grids import Cell
+from .locks import LOCK_ENV, LOCKED_EXIT
+from .processes import CHILDREN, Stopping
+from .recipes import default_recipe
+from .run import scored as scored_run
 
-#: exit status of ``fairseq-entropy lock`` (and so of ``train_level.sh``) when the run
-#: directory is locked by another process (EX_TEMPFAIL of sysexits.h)
-LOCKED_EXIT = 75
-#: environment variable naming the run directory whose lock the process already holds
-LOCK_ENV = "FAIRSEQ_ENTROPY_LOCK"
 #: seconds between progress lines of a sweep
 PROGRESS_INTERVAL_S = 30.0
 STATUSES = ("done", "failed", "skipped", "locked")
-
-
-def default_recipe() -> Path:
-    """``recipes/train_level.sh`` of the source tree this package runs from."""
-    return Path(__file__).resolve().parents[2] / "recipes" / "train_level.sh"
-
-
-# ----------------------------------------------------------------------------------- locks
-class LockHeld(UserError, RuntimeError):
-    """The run directory is locked by a live process."""
-
-
-class RunLock:
-    """Exclusive lock of a run directory: ``DIR/.lock`` holds the owner's host and PID.
-
-    The lock is an ``flock`` on that file, which the kernel releases when the last process
-    holding the file open exits, however it ends; the host and PID written into the file say
-    who holds it. A file left by a process that is gone (its flock is free) is a stale lock:
-    it is taken over and a message says whose it was.
-
-    Args:
-        directory: the run directory (created if missing).
-        log: where messages go (default: standard error).
-    """
-
-    FILE = ".lock"
-
-    def __init__(self, directory: str | os.PathLike, log: Callable[[str], None] = None):
-        self.dir = Path(directory)
-        self.path = self.dir / self.FILE
-        self.fd: Optional[int] = None
-        self.log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
-
-    @staticmethod
-    def _holder(fd: int) -> dict:
-        try:
-            text = os.pread(fd, 4096, 0).decode("utf-8", "replace").strip()
-            return json.loads(text) if text else {}
-        except (OSError, json.JSONDecodeError):
-            return {}
-
-    @staticmethod
-    def describe(holder: dict) -> str:
-        """``pid 123 on host h since 2026-01-01T10:00:00`` (or ``an unknown process``)."""
-        if not holder.get("pid"):
-            return "an unknown process"
-        return (f"pid {holder['pid']} on host {holder.get('host', '?')} since "
-                f"{holder.get('started', '?')}")
-
-    def acquire(self, inheritable: bool = False) -> "RunLock":
-        """Take the lock (never waits).
-
-        Args:
-            inheritable: keep the lock's file descriptor open in child processes, so that
-                the lock stays held while any of them runs.
-
-        Raises:
-            LockHeld: another process holds it; the message names that process and the fix.
-        """
-        self.dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = self._holder(fd)
-            os.close(fd)
-            raise LockHeld(f"{self.dir} is locked by {self.describe(holder)}: a run is "
-                           "training there. Fix: wait for it to finish, or stop that process; "
-                           f"the lock ({self.path}) is freed when it exits") from None
-        old = self._holder(fd)
-        if old.get("pid"):
-            same_host = old.get("host") == socket.gethostname()
-            gone = "no longer running" if same_host and not pid_alive(int(old["pid"])) \
-                else "no longer holding it"
-            self.log(f"{self.path}: taking over the stale lock of {self.describe(old)} "
-                     f"({gone}); a cut-off run resumes from checkpoint_last.pt")
-        record = {"host": socket.gethostname(), "pid": os.getpid(),
-                  "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, (json.dumps(record) + "\n").encode(), 0)
-        os.set_inheritable(fd, inheritable)
-        self.fd = fd
-        return self
-
-    def release(self) -> None:
-        """Empty the lock file (a clean release leaves no stale lock) and free the lock."""
-        if self.fd is None:
-            return
-        os.ftruncate(self.fd, 0)
-        fcntl.flock(self.fd, fcntl.LOCK_UN)
-        os.close(self.fd)
-        self.fd = None
-
-    def __enter__(self):
-        return self.acquire()
-
-    def __exit__(self, *exc):
-        self.release()
-
-
-def run_locked(directory: str | os.PathLike, command: Sequence[str]) -> int:
-    """Run ``command`` while holding the :class:`RunLock` of ``directory``.
-
-    The command inherits the lock (its file descriptor) and ``FAIRSEQ_ENTROPY_LOCK`` names the
-    directory, so that ``recipes/train_level.sh`` knows it already holds it. SIGINT and SIGTERM
-    are passed on to the command.
-
-    Returns:
-        the command's exit status, or :data:`LOCKED_EXIT` when the lock is held elsewhere
-        (the command is then not started).
-    """
-    lock = RunLock(directory)
-    try:
-        lock.acquire(inheritable=True)
-    except LockHeld as e:
-        print(f"fairseq-entropy lock: {e}", file=sys.stderr, flush=True)
-        return LOCKED_EXIT
-    env = dict(os.environ, **{LOCK_ENV: str(Path(directory).resolve())})
-    try:
-        child = subprocess.Popen(list(command), env=env, pass_fds=(lock.fd,))
-        handlers = {s: signal.signal(s, lambda sig, _f: child.send_signal(sig))
-                    for s in (signal.SIGINT, signal.SIGTERM)}
-        try:
-            return child.wait()
-        finally:
-            for s, h in handlers.items():
-                signal.signal(s, h)
-    finally:
-        lock.release()
 
 
 # ------------------------------------------------------------------------------------ data
@@ -225,7 +88,7 @@ def prepare_data(cell: Cell, root: str | os.PathLike, env: Optional[dict] = None
                                      capture_output=True, text=True, env=env)
                 if res.returncode != 0:
                     raise RuntimeError(f"{' '.join(cmd)} failed (exit {res.returncode}): "
-                                       f"{_last_line(res.stderr or res.stdout)}")
+                                       f"{last_line(res.stderr or res.stdout)}")
     return databin
 
 
@@ -250,55 +113,22 @@ def cell_env(cell: Cell, slot: Optional[dict] = None) -> Dict[str, str]:
 
 def recipe_command(cell: Cell, root: str | os.PathLike,
                    recipe: Optional[str | os.PathLike] = None) -> List[str]:
-    """``bash recipes/train_level.sh PRESET DATABIN RUN_DIR`` of a cell."""
+    """``bash RECIPE PRESET DATABIN RUN_DIR`` of a cell; RECIPE defaults to the installed
+    ``train_level.sh`` (:func:`~.recipes.default_recipe`)."""
     return ["bash", str(recipe or default_recipe()), cell.preset, str(cell.databin(root)),
             str(cell.run_dir(root))]
 
 
 def scored(cell: Cell, root: str | os.PathLike) -> Optional[float]:
-    """Accuracy in ``last/score.json`` of the cell's run, or None if it is not scored."""
-    f = cell.run_dir(root) / "last" / "score.json"
-    if not f.exists():
-        return None
-    return float(json.loads(f.read_text())["accuracy"])
+    """Accuracy in ``last/score.json`` of the cell's run, or None if it is not scored
+    (:func:`~.run.scored` of its run directory)."""
+    return scored_run(cell.run_dir(root))
 
 
-def _last_line(text: str) -> str:
+def last_line(text: str) -> str:
+    """The last non-blank line of ``text``, stripped (``no output`` when there is none)."""
     lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip()]
     return lines[-1] if lines else "no output"
-
-
-class _Children:
-    """Process groups started by this process, terminated together on SIGINT/SIGTERM."""
-
-    def __init__(self):
-        self.lock = threading.Lock()
-        self.procs: set = set()
-        self.stopping = False
-
-    def start(self, cmd, **kw) -> subprocess.Popen:
-        with self.lock:
-            if self.stopping:
-                raise RuntimeError("the sweep is stopping")
-            p = subprocess.Popen(cmd, start_new_session=True, **kw)
-            self.procs.add(p)
-            return p
-
-    def done(self, p) -> None:
-        with self.lock:
-            self.procs.discard(p)
-
-    def terminate(self, sig=signal.SIGTERM) -> None:
-        with self.lock:
-            self.stopping = True
-            for p in self.procs:
-                try:
-                    os.killpg(p.pid, sig)
-                except ProcessLookupError:
-                    pass
-
-
-CHILDREN = _Children()
 
 
 def run_cell(cell: Cell, root: str | os.PathLike, slot: Optional[dict] = None,
@@ -329,14 +159,15 @@ def run_cell(cell: Cell, root: str | os.PathLike, slot: Optional[dict] = None,
         try:
             p = CHILDREN.start(recipe_command(cell, root, recipe), env=env, stdout=out,
                                stderr=subprocess.STDOUT)
-        except RuntimeError as e:
-            return CellResult(cell.name, "failed", str(e), time.monotonic() - start)
+        except Stopping:
+            return CellResult(cell.name, "failed", "the sweep is stopping",
+                              time.monotonic() - start)
         try:
             rc = p.wait()
         finally:
             CHILDREN.done(p)
     wall = time.monotonic() - start
-    tail = _last_line(log.read_text().split("=== ")[-1])
+    tail = last_line(log.read_text().split("=== ")[-1])
     if rc == LOCKED_EXIT:
         return CellResult(cell.name, "locked", tail, wall)
     acc = scored(cell, root)
@@ -345,39 +176,7 @@ def run_cell(cell: Cell, root: str | os.PathLike, slot: Optional[dict] = None,
     return CellResult(cell.name, "done", "", wall, acc)
 
 
-# ------------------------------------------------------------------------------- executors
-def device_slots(jobs: Optional[int], device: str, gpus: int = 0,
-                 per_gpu: int = 1, cores: Optional[int] = None) -> List[Dict[str, str]]:
-    """Worker slots: the environment each concurrently running cell gets.
-
-    Args:
-        jobs: number of slots (None: one per core on a CPU, ``gpus x per_gpu`` on GPUs).
-        device: ``cpu`` or ``gpu``.
-        gpus: number of GPUs (e.g. ``torch.cuda.device_count()``).
-        per_gpu: runs packed on each GPU (K).
-        cores: CPU cores (default ``os.cpu_count()``).
-
-    Returns:
-        one dict per slot. CPU: ``DEVICE=cpu``, ``OMP_NUM_THREADS=1``. GPU: ``DEVICE=gpu``
-        and ``CUDA_VISIBLE_DEVICES`` assigned round-robin (slot i gets GPU i mod gpus, so
-        that the first slots spread over all GPUs), at most ``per_gpu`` slots per GPU.
-
-    Raises:
-        ValueError: a GPU sweep without GPUs, or more jobs than ``gpus x per_gpu``.
-    """
-    if device == "cpu":
-        n = jobs or cores or os.cpu_count() or 1
-        return [{"DEVICE": "cpu", "OMP_NUM_THREADS": "1"} for _ in range(n)]
-    if gpus < 1:
-        raise ValueError("no GPU found. Fix: run with --device cpu, or on a machine with a GPU")
-    capacity = gpus * per_gpu
-    n = jobs or capacity
-    if n > capacity:
-        raise ValueError(f"--jobs {n} exceeds {gpus} GPU(s) x {per_gpu} run(s) per GPU. Fix: "
-                         f"raise --per-gpu to {-(-n // gpus)} or lower --jobs")
-    return [{"DEVICE": "gpu", "CUDA_VISIBLE_DEVICES": str(i % gpus)} for i in range(n)]
-
-
+# -------------------------------------------------------------------------------- progress
 class Progress:
     """Progress line at least every :data:`PROGRESS_INTERVAL_S` seconds: cells finished,
     running, elapsed and an estimate of the time left.
@@ -449,123 +248,6 @@ class Progress:
                 left = f"~{estimate:.0f} s left (from the running cells' training progress)"
         return (f"sweep: {len(self.results)}/{self.total} cells finished, "
                 f"{min(left_cells, self.workers)} running, {elapsed:.0f} s elapsed, {left}")
-
-
-@contextmanager
-def _stop_children_on_signal(pool: ThreadPoolExecutor):
-    """On SIGINT or SIGTERM (main thread only): stop every running cell's process group,
-    drop the cells not yet started, and exit with 128 + the signal number. A stopped cell
-    resumes from its ``checkpoint_last.pt`` when the sweep is run again."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def stop(sig, _frame):
-        CHILDREN.terminate()
-        pool.shutdown(wait=False, cancel_futures=True)
-        print(f"sweep: stopped by signal {sig}; running cells were terminated. Fix: run the "
-              "same command again to resume them (finished cells are skipped)",
-              file=sys.stderr, flush=True)
-        raise SystemExit(128 + sig)
-
-    old = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-
-
-def run_local(cells: Sequence[Cell], root: str | os.PathLike, slots: Sequence[dict],
-              runner: Callable[[Cell, dict], CellResult] = None,
-              progress: Optional[Progress] = None) -> List[CellResult]:
-    """Run cells on this machine, one per slot at a time (:func:`device_slots`).
-
-    Args:
-        runner: ``runner(cell, slot) -> CellResult`` (default :func:`run_cell` under ``root``).
-    """
-    runner = runner or (lambda cell, slot: run_cell(cell, root, slot))
-    progress = progress or Progress(len(cells), len(slots))
-    free: List[dict] = list(slots)
-    guard = threading.Lock()
-
-    def task(cell):
-        with guard:
-            slot = free.pop(0)
-        progress.begin(cell.name, cell.run_dir(root) / "train.log")
-        try:
-            return runner(cell, slot)
-        except Exception as e:  # a bug in one cell must not stop the others
-            return CellResult(cell.name, "failed", f"{type(e).__name__}: {e}")
-        finally:
-            with guard:
-                free.append(slot)
-
-    results: Dict[int, CellResult] = {}
-    with ThreadPoolExecutor(max_workers=len(slots)) as pool, _stop_children_on_signal(pool):
-        futures = {pool.submit(task, c): i for i, c in enumerate(cells)}
-        pending = set(futures)
-        last = time.monotonic()
-        while pending:
-            finished, pending = wait(pending, timeout=5, return_when=FIRST_COMPLETED)
-            for f in finished:
-                results[futures[f]] = f.result()
-                progress.add(results[futures[f]])
-            if time.monotonic() - last >= PROGRESS_INTERVAL_S and pending:
-                print(progress.line(), file=progress.out, flush=True)
-                last = time.monotonic()
-    return [results[i] for i in range(len(cells))]
-
-
-def _submitit_cell(cell: Cell, root: str, recipe: Optional[str]) -> CellResult:
-    """Body of one submitit task (module level, so that it pickles)."""
-    return run_cell(cell, root, None, recipe)
-
-
-def run_submitit(cells: Sequence[Cell], root: str | os.PathLike, resources: dict,
-                 cluster: Optional[str] = None, recipe: Optional[str | os.PathLike] = None,
-                 progress: Optional[Progress] = None) -> List[CellResult]:
-    """Run cells as one submitit job array (Slurm), one task per cell, and wait for them.
-
-    Args:
-        resources: the grid's ``[resources]`` table, passed to
-            ``AutoExecutor.update_parameters`` (``timeout_min``, ``gpus_per_node``,
-            ``cpus_per_task``, ``mem_gb``, ``slurm_partition``, ``slurm_array_parallelism``...).
-        cluster: None (Slurm when available, else local), ``slurm``, ``local`` or ``debug``.
-
-    Returns:
-        the cells' outcomes; a task that crashed is ``failed`` with submitit's error.
-    """
-    import submitit
-
-    folder = Path(root) / "submitit" / "%j"
-    executor = submitit.AutoExecutor(folder=folder, cluster=cluster)
-    params = {"name": "fairseq-entropy-sweep", **resources}
-    executor.update_parameters(**params)
-    jobs = executor.map_array(_submitit_cell, list(cells), [str(root)] * len(cells),
-                              [str(recipe) if recipe else None] * len(cells))
-    progress = progress or Progress(len(cells), len(cells))
-    for cell in cells:
-        progress.begin(cell.name, cell.run_dir(root) / "train.log")
-    print(f"submitted {len(jobs)} task(s) with {cluster or executor.cluster}: job "
-          f"{jobs[0].job_id if jobs else '-'}; logs in {folder.parent}", flush=True)
-    results: List[Optional[CellResult]] = [None] * len(cells)
-    last = time.monotonic()
-    while any(r is None for r in results):
-        for i, job in enumerate(jobs):
-            if results[i] is None and job.done():
-                try:
-                    results[i] = job.result()
-                except Exception as e:  # the task crashed or was cancelled
-                    results[i] = CellResult(cells[i].name, "failed",
-                                            f"submitit: {_last_line(str(e))}")
-                progress.add(results[i])
-        if any(r is None for r in results):
-            if time.monotonic() - last >= PROGRESS_INTERVAL_S:
-                print(progress.line(), flush=True)
-                last = time.monotonic()
-            time.sleep(1.0)
-    return results  # type: ignore[return-value]
 
 
 # --------------------------------------------------------------------------------- summary

@@ -1,0 +1,71 @@
+"""Which device runs train on, and the worker slots of a sweep (environment per slot)."""
+
+from __future__ import annotations
+
+import os
+from typing import Dict, List, Optional, Tuple
+
+
+def gpu_count() -> int:
+    """``torch.cuda.device_count()`` (imports torch)."""
+    import torch
+
+    return torch.cuda.device_count()
+
+
+def default_device() -> str:
+    """``gpu`` when torch sees a CUDA device, else ``cpu``."""
+    import torch
+
+    return "gpu" if torch.cuda.is_available() else "cpu"
+
+
+def detect_device(device: str = "auto", gpus: Optional[int] = None) -> Tuple[str, int]:
+    """Resolve a sweep's ``--device`` and ``--gpus``.
+
+    Args:
+        device: ``auto`` (``gpu`` when there is a GPU, else ``cpu``), ``cpu`` or ``gpu``.
+        gpus: the number of GPUs, or None to count them (:func:`gpu_count`; not counted for
+            ``cpu``).
+
+    Returns:
+        ``(device, gpus)`` with device ``cpu`` or ``gpu`` and gpus >= 0.
+    """
+    if device == "auto":
+        gpus = gpu_count() if gpus is None else gpus
+        return ("gpu" if gpus else "cpu"), gpus
+    if device == "gpu" and gpus is None:
+        gpus = gpu_count()
+    return device, gpus or 0
+
+
+def device_slots(jobs: Optional[int], device: str, gpus: int = 0,
+                 per_gpu: int = 1, cores: Optional[int] = None) -> List[Dict[str, str]]:
+    """Worker slots: the environment each concurrently running cell gets.
+
+    Args:
+        jobs: number of slots (None: one per core on a CPU, ``gpus x per_gpu`` on GPUs).
+        device: ``cpu`` or ``gpu``.
+        gpus: number of GPUs (e.g. ``torch.cuda.device_count()``).
+        per_gpu: runs packed on each GPU (K).
+        cores: CPU cores (default ``os.cpu_count()``).
+
+    Returns:
+        one dict per slot. CPU: ``DEVICE=cpu``, ``OMP_NUM_THREADS=1``. GPU: ``DEVICE=gpu``
+        and ``CUDA_VISIBLE_DEVICES`` assigned round-robin (slot i gets GPU i mod gpus, so
+        that the first slots spread over all GPUs), at most ``per_gpu`` slots per GPU.
+
+    Raises:
+        ValueError: a GPU sweep without GPUs, or more jobs than ``gpus x per_gpu``.
+    """
+    if device == "cpu":
+        n = jobs or cores or os.cpu_count() or 1
+        return [{"DEVICE": "cpu", "OMP_NUM_THREADS": "1"} for _ in range(n)]
+    if gpus < 1:
+        raise ValueError("no GPU found. Fix: run with --device cpu, or on a machine with a GPU")
+    capacity = gpus * per_gpu
+    n = jobs or capacity
+    if n > capacity:
+        raise ValueError(f"--jobs {n} exceeds {gpus} GPU(s) x {per_gpu} run(s) per GPU. Fix: "
+                         f"raise --per-gpu to {-(-n // gpus)} or lower --jobs")
+    return [{"DEVICE": "gpu", "CUDA_VISIBLE_DEVICES": str(i % gpus)} for i in range(n)]

@@ -1,0 +1,159 @@
+"""Exclusive locks of run directories, held by the process that trains in them.
+
+:class:`RunLock` is an ``flock`` on ``RUN_DIR/.lock``, whose text is one JSON line
+``{"host": ..., "pid": ..., "started": "YYYY-MM-DDTHH:MM:SS"}`` naming the holder (empty once
+released cleanly).  :func:`run_locked` runs a command under it (``fairseq-entropy lock``);
+:func:`~fairseq_entropy.experiments.run.run_level` holds it in-process.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+from ..errors import UserError
+from ..files import pid_alive
+
+#: exit status of ``fairseq-entropy lock`` and ``fairseq-entropy run`` (and so of
+#: ``train_level.sh``) when the run directory is locked by another process (EX_TEMPFAIL)
+LOCKED_EXIT = 75
+#: environment variable naming the (resolved) run directory whose lock a parent process
+#: (``fairseq-entropy lock``) already holds for this one
+LOCK_ENV = "FAIRSEQ_ENTROPY_LOCK"
+
+
+class LockHeld(UserError, RuntimeError):
+    """The run directory is locked by a live process."""
+
+
+class RunLock:
+    """Exclusive lock of a run directory: ``DIR/.lock`` holds the owner's host and PID.
+
+    The lock is an ``flock`` on that file, which the kernel releases when the last process
+    holding the file open exits, however it ends; the host and PID written into the file say
+    who holds it. A file left by a process that is gone (its flock is free) is a stale lock:
+    it is taken over and a message says whose it was.
+
+    Args:
+        directory: the run directory (created if missing).
+        log: where messages go (default: standard error).
+    """
+
+    FILE = ".lock"
+
+    def __init__(self, directory: str | os.PathLike, log: Callable[[str], None] = None):
+        self.dir = Path(directory)
+        self.path = self.dir / self.FILE
+        self.fd: Optional[int] = None
+        self.log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+
+    @staticmethod
+    def _holder(fd: int) -> dict:
+        try:
+            text = os.pread(fd, 4096, 0).decode("utf-8", "replace").strip()
+            return json.loads(text) if text else {}
+        except (OSError, json.JSONDecodeError):
+            return {}
+
+    @staticmethod
+    def describe(holder: dict) -> str:
+        """``pid 123 on host h since 2026-01-01T10:00:00`` (or ``an unknown process``)."""
+        if not holder.get("pid"):
+            return "an unknown process"
+        return (f"pid {holder['pid']} on host {holder.get('host', '?')} since "
+                f"{holder.get('started', '?')}")
+
+    def acquire(self, inheritable: bool = False) -> "RunLock":
+        """Take the lock (never waits).
+
+        Args:
+            inheritable: keep the lock's file descriptor open in child processes, so that
+                the lock stays held while any of them runs.
+
+        Raises:
+            LockHeld: another process holds it; the message names that process and the fix.
+        """
+        self.dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = self._holder(fd)
+            os.close(fd)
+            raise LockHeld(f"{self.dir} is locked by {self.describe(holder)}: a run is "
+                           "training there. Fix: wait for it to finish, or stop that process; "
+                           f"the lock ({self.path}) is freed when it exits") from None
+        old = self._holder(fd)
+        if old.get("pid"):
+            same_host = old.get("host") == socket.gethostname()
+            gone = "no longer running" if same_host and not pid_alive(int(old["pid"])) \
+                else "no longer holding it"
+            self.log(f"{self.path}: taking over the stale lock of {self.describe(old)} "
+                     f"({gone}); a cut-off run resumes from checkpoint_last.pt")
+        record = {"host": socket.gethostname(), "pid": os.getpid(),
+                  "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, (json.dumps(record) + "\n").encode(), 0)
+        os.set_inheritable(fd, inheritable)
+        self.fd = fd
+        return self
+
+    def release(self) -> None:
+        """Empty the lock file (a clean release leaves no stale lock) and free the lock."""
+        if self.fd is None:
+            return
+        os.ftruncate(self.fd, 0)
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
+        os.close(self.fd)
+        self.fd = None
+
+    def __enter__(self):
+        return self.acquire()
+
+    def __exit__(self, *exc):
+        self.release()
+
+
+def run_locked(directory: str | os.PathLike, command: Sequence[str]) -> int:
+    """Run ``command`` while holding the :class:`RunLock` of ``directory``.
+
+    The command inherits the lock (its file descriptor) and :data:`LOCK_ENV` names the
+    resolved directory, so that a ``fairseq-entropy run`` on the same directory inside the
+    command knows the lock is held for it.  SIGINT and SIGTERM are passed on to the command.
+
+    Returns:
+        the command's exit status, or :data:`LOCKED_EXIT` when the lock is held elsewhere
+        (the command is then not started).
+    """
+    lock = RunLock(directory)
+    try:
+        lock.acquire(inheritable=True)
+    except LockHeld as e:
+        print(f"fairseq-entropy lock: {e}", file=sys.stderr, flush=True)
+        return LOCKED_EXIT
+    env = dict(os.environ, **{LOCK_ENV: str(Path(directory).resolve())})
+    try:
+        child = subprocess.Popen(list(command), env=env, pass_fds=(lock.fd,))
+        handlers = {s: signal.signal(s, lambda sig, _f: child.send_signal(sig))
+                    for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            return child.wait()
+        finally:
+            for s, h in handlers.items():
+                signal.signal(s, h)
+    finally:
+        lock.release()
+
+
+def held_by_parent(directory: str | os.PathLike) -> bool:
+    """Whether :data:`LOCK_ENV` says that a parent process (:func:`run_locked`) holds the lock
+    of ``directory`` for this one (compared as resolved paths)."""
+    return os.environ.get(LOCK_ENV) == str(Path(directory).resolve())

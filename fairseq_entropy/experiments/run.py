@@ -1,0 +1,372 @@
+"""One run: train a preset on one binarized level, decode the test split with the last and the
+best checkpoints, and score both (``fairseq-entropy run``, ``recipes/train_level.sh``).
+
+:func:`run_level` does, in a run directory ``RUN``:
+
+1. skip when ``RUN/last/score.json`` exists (:func:`scored`), before and again after taking
+   the run's :class:`~.locks.RunLock` (held in this process, and inherited by the children,
+   so that it stays held while any of them runs);
+2. ``fairseq-train`` (unless ``RUN/checkpoints/trained`` marks a finished training: started
+   again on a finished ``checkpoint_last.pt`` it would make one more update), resuming from
+   ``RUN/checkpoints/checkpoint_last.pt`` when one exists.  Its whole output is appended to
+   ``RUN/train.log``; the lines with ``valid on``, ``progress: ``, ``done training`` or
+   ``Error`` are echoed as `` [<run name>] <line>`` (:func:`console_line`);
+3. ``fairseq-generate`` of the test split with ``checkpoint_last.pt`` into
+   ``RUN/generate-last.txt`` (its log in ``generate-last.log``) and, with ``score_best``, with
+   ``checkpoint_best.pt`` into ``generate-<best label>.txt`` (a copy of the last decode when
+   the two checkpoint files are equal);
+4. ``fairseq-entropy score`` of the best decode into ``RUN/<best label>/`` and last of the
+   last one into ``RUN/last/`` (whose ``score.json`` marks the run as finished).
+
+fairseq-train, fairseq-generate and the scoring run as children, each in a process group of
+its own; SIGTERM or SIGINT of this process terminates them, waits until they exited, releases
+the lock and raises :class:`RunStopped`.
+"""
+
+from __future__ import annotations
+
+import filecmp
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Sequence
+
+from ..errors import UserError
+from ..files import read_json
+from .devices import default_device
+from .locks import LockHeld, RunLock, held_by_parent
+from .presets import PresetError, load_presets, train_args
+from .processes import ProcessGroups, Stopping
+
+#: checkpoint selections: name -> (label of the scored best checkpoint, fairseq-train options)
+SELECTIONS = {
+    "valid": ("best", ("--best-checkpoint-metric", "seq_acc",
+                       "--maximize-best-checkpoint-metric")),
+    "test-loss": ("test-loss", ("--valid-subset", "test,valid",
+                                "--best-checkpoint-metric", "loss")),
+}
+#: fairseq-train output lines echoed to the console
+SHOWN = re.compile(r"valid on|progress: |done training|Error")
+_VALID = re.compile(r"(valid on 'valid' subset).*(seq_acc [0-9.]*).*(num_updates [0-9]*).*")
+#: seconds a child gets to exit after SIGTERM before it is killed
+GRACE_S = 30.0
+#: U+2581, the word-start mark of sentencepiece pieces, in UTF-8
+PIECE_MARK = "\u2581".encode()
+
+
+class DataDirError(UserError, FileNotFoundError):
+    """The binarized level directory of a run does not exist."""
+
+
+class RunFailed(RuntimeError):
+    """fairseq-train, fairseq-generate or the scoring exited with an error; the message names
+    the log to read."""
+
+
+class RunStopped(Exception):
+    """The run was stopped by signal :attr:`signal` (its children have exited, the lock is
+    free); running it again resumes it."""
+
+    def __init__(self, sig: int):
+        super().__init__(f"stopped by signal {sig}")
+        self.signal = sig
+
+
+@dataclass
+class RunResult:
+    """Outcome of :func:`run_level`: ``status`` ``done`` (trained and scored now),
+    ``skipped`` (scored before) or ``locked`` (``reason`` names the holder); ``accuracy`` of
+    the last checkpoint (``last/score.json``), None when locked."""
+
+    status: str
+    run_dir: str
+    accuracy: Optional[float] = None
+    reason: str = ""
+
+
+def scored(run_dir: str | os.PathLike) -> Optional[float]:
+    """Accuracy in ``RUN_DIR/last/score.json``, or None when the run is not scored (the one
+    test of "already scored", used by the sweep and by :func:`run_level`).
+
+    Raises:
+        DataFormatError: the file exists but is not valid JSON.
+    """
+    f = Path(run_dir) / "last" / "score.json"
+    if not f.exists():
+        return None
+    return float(read_json(f)["accuracy"])
+
+
+def user_dir() -> Path:
+    """The plugin directory for ``fairseq-* --user-dir``: this package."""
+    return Path(__file__).resolve().parents[1]
+
+
+def console_line(line: str, name: str) -> Optional[str]:
+    """The console form of one fairseq-train output line, or None when it is not shown.
+
+    Shown are lines with ``valid on``, ``progress: ``, ``done training`` or ``Error``, as
+    `` [<name>] <line>``; a progress line keeps only its part from ``progress: ``, and a
+    validation line on ``valid`` only ``valid on 'valid' subset seq_acc A num_updates U``.
+    """
+    line = line.rstrip("\n")
+    if not SHOWN.search(line):
+        return None
+    if "progress: " in line:
+        line = line[line.rindex("progress: "):]
+    return _VALID.sub(r"\1 \2 \3", f" [{name}] {line}")
+
+
+def _tool(name: str) -> str:
+    """The console script ``name`` beside this Python (its environment), else from PATH."""
+    beside = Path(sys.executable).parent / name
+    return str(beside) if beside.is_file() else name
+
+
+def subword_data(databin: str | os.PathLike) -> bool:
+    """Whether the level's actions are sentencepiece pieces: ``spm.model`` exists and the
+    target dictionary ``dict.out.txt`` holds the word-start mark U+2581."""
+    d = Path(databin)
+    try:
+        return (d / "spm.model").is_file() and PIECE_MARK in (d / "dict.out.txt").read_bytes()
+    except OSError:
+        return False
+
+
+@contextmanager
+def _stop_on_signal(children: ProcessGroups):
+    """On SIGINT/SIGTERM (main thread only): terminate the children's process groups (killed
+    after :data:`GRACE_S` seconds) and raise :class:`RunStopped` once they exited (at once when
+    none runs)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    timers = []
+
+    def stop(sig, _frame):
+        children.stopped_by = sig
+        children.terminate(signal.SIGTERM)
+        if not children.running():
+            raise RunStopped(sig)
+        t = threading.Timer(GRACE_S, children.terminate, (signal.SIGKILL,))
+        t.daemon = True
+        t.start()
+        timers.append(t)
+
+    old = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        for t in timers:
+            t.cancel()
+
+
+def _wait(children: ProcessGroups, p: subprocess.Popen) -> int:
+    """Wait for ``p``; raise :class:`RunStopped` when a signal stopped the run meanwhile."""
+    try:
+        rc = p.wait()
+    finally:
+        children.done(p)
+    if children.stopping:
+        raise RunStopped(children.stopped_by or signal.SIGTERM)
+    return rc
+
+
+def _start(children: ProcessGroups, cmd, **kw) -> subprocess.Popen:
+    try:
+        return children.start(cmd, **kw)
+    except Stopping:
+        raise RunStopped(children.stopped_by or signal.SIGTERM) from None
+
+
+def _score(children: ProcessGroups, run: Path, label: str, checkpoint: str, databin: str,
+           preset: str, model: str, seed: int, fds: tuple) -> None:
+    """Score ``RUN/generate-<label>.txt`` into ``RUN/<label>/`` (``score.json``,
+    ``examples.tsv``) with the provenance of ``RUN/checkpoints/<checkpoint>``, replacing an
+    earlier score; runs ``python -m fairseq_entropy.cli score ... --force``.
+
+    Raises:
+        RunFailed: the scoring failed (its error is on standard error).
+    """
+    cmd = [sys.executable, "-m", "fairseq_entropy.cli", "score", str(run / f"generate-{label}.txt"),
+           "--out", str(run / label), "--data", databin, "--preset", preset, "--model", model,
+           "--seed", str(seed), "--checkpoint", label, "--path",
+           str(run / "checkpoints" / checkpoint), "--force"]
+    sys.stdout.flush()
+    rc = _wait(children, _start(children, cmd, pass_fds=fds))
+    if rc != 0:
+        raise RunFailed(f"scoring {run / f'generate-{label}.txt'} failed (exit {rc})")
+
+
+def _train(children: ProcessGroups, cmd: Sequence[str], run: Path, fds: tuple, out) -> None:
+    """fairseq-train: its output appended to ``RUN/train.log``, the :func:`console_line` of
+    each line to ``out``.
+
+    Raises:
+        RunFailed: a non-zero exit status.
+    """
+    with open(run / "train.log", "a") as log:
+        # unbuffered: each line reaches train.log (read by the sweep's progress) at once
+        p = _start(children, cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                   errors="replace", pass_fds=fds,
+                   env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        for line in p.stdout:
+            log.write(line)
+            log.flush()
+            shown = console_line(line, run.name)
+            if shown is not None:
+                print(shown, file=out, flush=True)
+        rc = _wait(children, p)
+    if rc != 0:
+        raise RunFailed(f"fairseq-train failed (exit {rc}): see {run / 'train.log'}")
+
+
+def _generate(children: ProcessGroups, cmd: Sequence[str], run: Path, label: str,
+              fds: tuple) -> None:
+    """fairseq-generate into ``RUN/generate-<label>.txt``, its log ``generate-<label>.log``.
+
+    Raises:
+        RunFailed: a non-zero exit status.
+    """
+    log = run / f"generate-{label}.log"
+    with open(run / f"generate-{label}.txt", "w") as txt, open(log, "w") as err:
+        rc = _wait(children, _start(children, cmd, stdout=txt, stderr=err, pass_fds=fds))
+    if rc != 0:
+        raise RunFailed(f"fairseq-generate failed (exit {rc}): see {log}")
+
+
+def run_level(preset: str, databin: str | os.PathLike, run_dir: str | os.PathLike,
+              seed: int = 1, epochs: Optional[float] = None, max_update: Optional[int] = None,
+              device: Optional[str] = None, gen_batch: int = 512, valid_batch: int = 512,
+              score_best: bool = True, select: str = "valid", extra_args: Sequence[str] = (),
+              presets: Optional[str | os.PathLike] = None, out=None) -> RunResult:
+    """Train, decode and score one run (see the module docstring for the steps and files).
+
+    Args:
+        preset: a preset name of the presets file.
+        databin: the binarized level (``fairseq-entropy binarize``).
+        run_dir: the run directory (created).
+        seed: the training seed (``fairseq-train --seed``).
+        epochs, max_update: override the preset's schedule (e.g. a CPU-sized run).
+        device: ``cpu`` or ``gpu`` (None: :func:`~.devices.default_device`).
+        gen_batch: sentences per fairseq-generate batch.
+        valid_batch: sentences per validation batch (``--batch-size-valid``); the greedy
+            seq_acc decoding runs once per output position and batch, so large batches are
+            faster, and the outputs do not depend on the batch.
+        score_best: also decode and score the best checkpoint.
+        select: ``valid`` (best = highest validation seq_acc, scored as ``best``) or
+            ``test-loss`` (best = lowest test loss, validating on the test split too, scored
+            as ``test-loss``: the paper authors' selection, a diagnostic).
+        extra_args: further fairseq-train arguments, appended last.
+        presets: a presets file (default: the packaged ``presets.json``).
+        out: where the console lines go (default: standard output).
+
+    Returns:
+        a :class:`RunResult`; ``locked`` when another live process holds ``RUN_DIR/.lock``.
+
+    Raises:
+        PresetError: an unknown preset, or its arguments cannot be built for the level.
+        DataDirError: ``databin`` is not a directory.
+        UserError: a bad ``select`` or ``device``.
+        RunFailed: a child process failed.
+        RunStopped: SIGTERM/SIGINT stopped the run (its children exited, the lock is free).
+    """
+    out = out or sys.stdout
+    run = Path(run_dir)
+    if select not in SELECTIONS:
+        raise UserError(f"select {select!r}: expected valid or test-loss. Fix: pass one of them")
+    if device is not None and device not in ("cpu", "gpu"):
+        raise UserError(f"device {device!r}: expected cpu or gpu. Fix: pass one of them")
+    acc = scored(run)
+    if acc is not None:
+        print(f"skip {run_dir} (already scored)", file=out, flush=True)
+        return RunResult("skipped", str(run_dir), acc, "scored before")
+    table = load_presets(presets)
+    if preset not in table:
+        raise PresetError(f"unknown preset {preset!r}; known: {', '.join(sorted(table))}. Fix: "
+                          "pass one of them (fairseq-entropy train-args lists them)")
+    lock = None
+    if not held_by_parent(run):
+        try:
+            lock = RunLock(run).acquire()
+        except LockHeld as e:
+            return RunResult("locked", str(run_dir), None, str(e))
+    children = ProcessGroups()
+    try:
+        with _stop_on_signal(children):
+            fds = (lock.fd,) if lock else ()
+            return _run_locked(children, fds, table[preset], preset, str(databin), run,
+                               str(run_dir), seed, epochs, max_update, device, gen_batch,
+                               valid_batch, score_best, select, extra_args, out)
+    finally:
+        if lock:
+            lock.release()
+
+
+def _run_locked(children, fds, spec, preset, databin, run, run_name, seed, epochs, max_update,
+                device, gen_batch, valid_batch, score_best, select, extra_args, out
+                ) -> RunResult:
+    """The steps of :func:`run_level` under the run's lock."""
+    acc = scored(run)
+    if acc is not None:
+        print(f"skip {run_name} (scored meanwhile)", file=out, flush=True)
+        return RunResult("skipped", run_name, acc, "scored meanwhile")
+    if not Path(databin).is_dir():
+        raise DataDirError(f"{databin}: no such directory. Fix: pass the binarized level "
+                           "(fairseq-entropy binarize BUILD_DIR --out DATABIN writes it)")
+    device = device or default_device()
+    device_args = ["--cpu"] if device == "cpu" else []
+    args = train_args(spec, databin, epochs, max_update)
+    model = spec.get("model", preset)
+    best_label, selection = SELECTIONS[select]
+    subword = subword_data(databin)
+    max_len = "400" if subword else "60"
+    plugin = str(user_dir())
+    run.mkdir(parents=True, exist_ok=True)
+    trained = run / "checkpoints" / "trained"
+    if trained.exists():
+        print(f"skip training {run_name} (finished before); decoding", file=out, flush=True)
+    else:
+        cmd = [_tool("fairseq-train"), databin, "--user-dir", plugin, *args, *device_args,
+               "--seed", str(seed), "--save-dir", str(run / "checkpoints"),
+               "--tensorboard-logdir", str(run / "tensorboard"), "--no-epoch-checkpoints",
+               "--num-workers", "0", "--log-format", "simple", "--log-interval", "100",
+               # fairseq's default multiple of 8 silently drops the last sentences of a split
+               # whose size is not a multiple of 8 (e.g. 6 of 174 validation commands at 0 bits)
+               "--required-batch-size-multiple", "1", "--batch-size-valid", str(valid_batch),
+               "--eval-seq-acc", "--eval-seq-acc-max-len-b", max_len, *selection, *extra_args]
+        _train(children, cmd, run, fds, out)
+        trained.touch()
+
+    def generate(checkpoint: str, label: str) -> None:
+        cmd = [_tool("fairseq-generate"), databin, "--user-dir", plugin, "--task",
+               "systematicity", "--source-lang", "in", "--target-lang", "out", "--path",
+               str(run / "checkpoints" / checkpoint), *device_args, "--gen-subset", "test",
+               "--beam", "1", "--max-len-a", "0", "--max-len-b", max_len,
+               *(["--post-process", "sentencepiece"] if subword else []),
+               "--batch-size", str(gen_batch), "--required-batch-size-multiple", "1"]
+        _generate(children, cmd, run, label, fds)
+
+    def score(label: str, checkpoint: str) -> None:
+        _score(children, run, label, checkpoint, databin, preset, model, seed, fds)
+
+    ckpts = run / "checkpoints"
+    generate("checkpoint_last.pt", "last")
+    if score_best:
+        best, last = ckpts / "checkpoint_best.pt", ckpts / "checkpoint_last.pt"
+        if best.is_file() and filecmp.cmp(best, last, shallow=False):
+            shutil.copyfile(run / "generate-last.txt", run / f"generate-{best_label}.txt")
+        else:
+            generate("checkpoint_best.pt", best_label)
+        score(best_label, "checkpoint_best.pt")
+    score("last", "checkpoint_last.pt")  # last/score.json marks the run as finished
+    return RunResult("done", run_name, scored(run))
