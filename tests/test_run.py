@@ -144,7 +144,12 @@ def test_run_level_trains_decodes_scores_and_then_skips(databin, tmp_path):
     assert (run / "checkpoints" / "trained").exists()
     assert "num_updates 10" in (run / "train.log").read_text()
     lines = out.getvalue().splitlines()
-    assert lines and all(ln.startswith(" [entropy_3.0] ") for ln in lines)
+    scores = [ln for ln in lines if ln.startswith(("exact-match accuracy", "graded: "))]
+    assert len(scores) == 4  # two lines for each of the best and the last checkpoint
+    assert f"{last['accuracy']:.4f} ({last['correct']}/48)" in scores[2]
+    assert scores[2].endswith(f"wrote {run / 'last'}/score.json")
+    train = [ln for ln in lines if ln not in scores]
+    assert train and all(ln.startswith(" [entropy_3.0] ") for ln in train)
     assert any("valid on 'valid' subset seq_acc" in ln and ln.endswith("num_updates 10")
                for ln in lines)
     assert (run / ".lock").read_text() == ""

@@ -281,3 +281,17 @@ def write_score(gen_path: str | os.PathLike, out_dir: str | os.PathLike,
     record = {**(metadata or {}), **summary, "generate_output": str(Path(gen_path).resolve())}
     atomic_write_text(out / "score.json", json.dumps(record, indent=2) + "\n")
     return record
+
+
+def score_lines(rec: dict, split: str, out_dir: str | os.PathLike) -> str:
+    """The two lines that report a score written by :func:`write_score` (``rec``, its
+    ``score.json`` record): exact-match accuracy with its provenance, then the graded
+    metrics (clause exact match, chrF, BLEU, right except the held-out slot's clause)."""
+    g = rec["graded"]
+    held = g["correct_except_restricted_clause"]
+    return (f"exact-match accuracy {rec['accuracy']:.4f} ({rec['correct']}/{rec['n']}) on "
+            f"{rec['experiment']} {rec['level']} {split}, preset {rec['preset']}, seed "
+            f"{rec['seed']}, {rec['checkpoint']} checkpoint; wrote {out_dir}/score.json\n"
+            f"graded: clause exact match {g['clause_accuracy']:.4f}, chrF {g['chrf']:.2f}, "
+            f"BLEU {g['bleu']:.2f}"
+            + ("" if held is None else f", right except the held-out slot's clause {held:.4f}"))

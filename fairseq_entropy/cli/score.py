@@ -36,7 +36,7 @@ def add_parser(sub) -> None:
 def run(args) -> None:
     """``score``: exact-match accuracy of one fairseq-generate output, with its provenance."""
     from ..analysis.provenance import resolve_provenance
-    from ..analysis.scoring import write_score
+    from ..analysis.scoring import score_lines, write_score
     from ..experiments.presets import PresetError, load_presets
 
     if (Path(args.out) / "score.json").exists() and not args.force:
@@ -51,11 +51,4 @@ def run(args) -> None:
                              seed=args.seed, split=args.split)
     rec = write_score(args.generate_output, args.out, run["meta"], run["data"], args.split,
                       args.force)
-    print(f"exact-match accuracy {rec['accuracy']:.4f} ({rec['correct']}/{rec['n']}) on "
-          f"{rec['experiment']} {rec['level']} {args.split}, preset {rec['preset']}, seed "
-          f"{rec['seed']}, {rec['checkpoint']} checkpoint; wrote {args.out}/score.json")
-    g = rec["graded"]
-    held = g["correct_except_restricted_clause"]
-    print(f"graded: clause exact match {g['clause_accuracy']:.4f}, chrF {g['chrf']:.2f}, BLEU "
-          f"{g['bleu']:.2f}" + ("" if held is None else
-                                f", right except the held-out slot's clause {held:.4f}"))
+    print(score_lines(rec, args.split, args.out))

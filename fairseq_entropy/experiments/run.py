@@ -15,11 +15,12 @@ best checkpoints, and score both (``fairseq-entropy run``, ``recipes/train_level
    ``RUN/generate-last.txt`` (its log in ``generate-last.log``) and, with ``score_best``, with
    ``checkpoint_best.pt`` into ``generate-<best label>.txt`` (a copy of the last decode when
    the two checkpoint files are equal);
-4. ``fairseq-entropy score`` of the best decode into ``RUN/<best label>/`` and last of the
-   last one into ``RUN/last/`` (whose ``score.json`` marks the run as finished).
+4. the scores, in this process (:func:`~fairseq_entropy.analysis.scoring.write_score`): the
+   best decode's into ``RUN/<best label>/``, then the last one's into ``RUN/last/`` (whose
+   ``score.json`` marks the run as finished).
 
-fairseq-train, fairseq-generate and the scoring run as children, each in a process group of
-its own; SIGTERM or SIGINT of this process terminates them, waits until they exited, releases
+fairseq-train and fairseq-generate run as children, each in a process group of its own;
+SIGTERM or SIGINT of this process terminates them, waits until they exited, releases
 the lock and raises :class:`RunStopped`.
 """
 
@@ -38,6 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
+from ..analysis.provenance import resolve_provenance
+from ..analysis.scoring import score_lines, write_score
 from ..errors import UserError
 from ..files import read_json
 from .devices import default_device
@@ -188,23 +191,22 @@ def _start(children: ProcessGroups, cmd, **kw) -> subprocess.Popen:
         raise RunStopped(children.stopped_by or signal.SIGTERM) from None
 
 
-def _score(children: ProcessGroups, run: Path, label: str, checkpoint: str, databin: str,
-           preset: str, model: str, seed: int, fds: tuple) -> None:
+def _score(run: Path, label: str, checkpoint: str, databin: str, presets: dict, preset: str,
+           model: str, seed: int, out) -> None:
     """Score ``RUN/generate-<label>.txt`` into ``RUN/<label>/`` (``score.json``,
-    ``examples.tsv``) with the provenance of ``RUN/checkpoints/<checkpoint>``, replacing an
-    earlier score; runs ``python -m fairseq_entropy.cli score ... --force``.
+    ``examples.tsv``, replacing an earlier score) with the provenance of
+    ``RUN/checkpoints/<checkpoint>`` (:func:`~fairseq_entropy.analysis.provenance.
+    resolve_provenance`), and print :func:`~fairseq_entropy.analysis.scoring.score_lines`.
 
     Raises:
-        RunFailed: the scoring failed (its error is on standard error).
+        UserError: the decode, the data or the checkpoint contradict each other (ScoreError,
+            DataFormatError): nothing is written.
     """
-    cmd = [sys.executable, "-m", "fairseq_entropy.cli", "score", str(run / f"generate-{label}.txt"),
-           "--out", str(run / label), "--data", databin, "--preset", preset, "--model", model,
-           "--seed", str(seed), "--checkpoint", label, "--path",
-           str(run / "checkpoints" / checkpoint), "--force"]
-    sys.stdout.flush()
-    rc = _wait(children, _start(children, cmd, pass_fds=fds))
-    if rc != 0:
-        raise RunFailed(f"scoring {run / f'generate-{label}.txt'} failed (exit {rc})")
+    gen = str(run / f"generate-{label}.txt")
+    meta = resolve_provenance(gen, label, presets, path=str(run / "checkpoints" / checkpoint),
+                              data=databin, preset=preset, model=model, seed=seed)
+    rec = write_score(gen, str(run / label), meta["meta"], meta["data"], "test", force=True)
+    print(score_lines(rec, "test", run / label), file=out, flush=True)
 
 
 def _train(children: ProcessGroups, cmd: Sequence[str], run: Path, fds: tuple, out) -> None:
@@ -304,7 +306,7 @@ def run_level(preset: str, databin: str | os.PathLike, run_dir: str | os.PathLik
     try:
         with _stop_on_signal(children):
             fds = (lock.fd,) if lock else ()
-            return _run_locked(children, fds, table[preset], preset, str(databin), run,
+            return _run_locked(children, fds, table, preset, str(databin), run,
                                str(run_dir), seed, epochs, max_update, device, gen_batch,
                                valid_batch, score_best, select, extra_args, out)
     finally:
@@ -312,10 +314,12 @@ def run_level(preset: str, databin: str | os.PathLike, run_dir: str | os.PathLik
             lock.release()
 
 
-def _run_locked(children, fds, spec, preset, databin, run, run_name, seed, epochs, max_update,
+def _run_locked(children, fds, presets, preset, databin, run, run_name, seed, epochs, max_update,
                 device, gen_batch, valid_batch, score_best, select, extra_args, out
                 ) -> RunResult:
-    """The steps of :func:`run_level` under the run's lock."""
+    """The steps of :func:`run_level` under the run's lock (``presets``: the loaded presets
+    table, which holds ``preset``)."""
+    spec = presets[preset]
     acc = scored(run)
     if acc is not None:
         print(f"skip {run_name} (scored meanwhile)", file=out, flush=True)
@@ -357,7 +361,7 @@ def _run_locked(children, fds, spec, preset, databin, run, run_name, seed, epoch
         _generate(children, cmd, run, label, fds)
 
     def score(label: str, checkpoint: str) -> None:
-        _score(children, run, label, checkpoint, databin, preset, model, seed, fds)
+        _score(run, label, checkpoint, databin, presets, preset, model, seed, out)
 
     ckpts = run / "checkpoints"
     generate("checkpoint_last.pt", "last")
