@@ -4,6 +4,7 @@ with the same weights (theirs copied into ours), in eval mode; and the initial l
 implementation's own initialisation over the same commands."""
 
 import sys
+from pathlib import Path
 
 import torch
 from fairseq import options, tasks
@@ -14,6 +15,8 @@ from authors_model import build_theirs, copy_weights
 
 torch.manual_seed(0)
 DATA = "/work/runs/tf2/bin_high20"
+#: the plugin in this repository (this script lives in benchmarks/studies/<study>/)
+USER_DIR = str(Path(__file__).resolve().parents[3] / "fairseq_entropy")
 theirs = build_theirs().eval()
 parser = options.get_training_parser()
 ns = options.parse_args_and_arch(
@@ -21,7 +24,7 @@ ns = options.parse_args_and_arch(
     [
         DATA,
         "--user-dir",
-        "/work/main/fairseq_entropy",
+        USER_DIR,
         "--task",
         "systematicity",
         "--source-lang",

@@ -1,5 +1,6 @@
 # Exp1 CNN (exp1_cnn_authors) at 2.5 bits: data seed x training seed, plus the authors' file
-export PATH=/work/main/.venv/bin:$PATH OMP_NUM_THREADS=1 DEVICE=cpu
+ROOT=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)  # the repository
+export PATH="$ROOT"/.venv/bin:$PATH OMP_NUM_THREADS=1 DEVICE=cpu
 cd /work/runs/var
 for d in 1 231 830; do
   [ -d bin/d$d ] || { fairseq-entropy build exp1 --levels 2.5 --seed $d --out data/d$d && fairseq-entropy binarize data/d$d --out bin/d$d; }
@@ -24,6 +25,6 @@ for spec in "1 231" "1 830" "231 1" "231 830" "830 1" "830 231" "authors 1" "aut
   set -- $spec
   run=runs/d$1_t$2
   [ -f $run/last/score.json ] && continue
-  SEED=$2 bash /work/main/recipes/train_level.sh exp1_cnn_authors bin/$(case $1 in authors) echo authors;; *) echo d$1;; esac)/entropy_2.5 $run > logs_d$1_t$2.log 2>&1
+  SEED=$2 bash "$ROOT"/recipes/train_level.sh exp1_cnn_authors bin/$(case $1 in authors) echo authors;; *) echo d$1;; esac)/entropy_2.5 $run > logs_d$1_t$2.log 2>&1
   echo "d$1 t$2: $(python3 -c "import json;print(json.load(open('$run/last/score.json'))['accuracy'])")"
 done

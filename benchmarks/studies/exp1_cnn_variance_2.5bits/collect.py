@@ -5,9 +5,11 @@ import glob
 import json
 import os
 import sys
+from pathlib import Path
 
 RUNS = os.environ.get("RUNS", "/work/runs/var/runs")
-RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+#: the repository's results/ (this script lives in benchmarks/studies/<study>/)
+RESULTS = Path(__file__).resolve().parents[3] / "results"
 
 
 def read_tsv(path):
