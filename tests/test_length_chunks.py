@@ -10,7 +10,8 @@ from fairseq.criterions.cross_entropy import CrossEntropyCriterion
 from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
 
 import fairseq_entropy  # noqa: F401  (registers the models)
-from fairseq_entropy.tasks.systematicity import SystematicityTask, split_by_length
+from fairseq_entropy.data import split_by_length
+from fairseq_entropy.tasks.systematicity import SystematicityTask
 
 from _toy import PAIRS, FakeTask, make_dictionary, make_sample  # noqa: E402
 

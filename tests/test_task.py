@@ -3,7 +3,7 @@ import pytest
 import torch
 from fairseq.data import LanguagePairDataset, data_utils
 
-from fairseq_entropy.tasks.systematicity import RandomOrderDataset, exact_match
+from fairseq_entropy.data import RandomOrderDataset, exact_match
 
 
 def tiny_dataset(n=40):
@@ -83,7 +83,7 @@ def test_batch_pool_cuts_padding_and_keeps_the_number_of_batches():
 def test_cpu_seeding_draws_what_torch_manual_seed_draws_and_restores_as_a_context():
     from fairseq import utils
 
-    from fairseq_entropy.tasks.systematicity import install_cpu_seeding
+    from fairseq_entropy.tasks.seeding import install_cpu_seeding
 
     if not install_cpu_seeding():
         pytest.skip("this host has CUDA: fairseq's own seeding is kept")
@@ -102,7 +102,7 @@ def test_cpu_seeding_draws_what_torch_manual_seed_draws_and_restores_as_a_contex
 def test_symbol_dictionary_string_equals_fairseqs_dictionary_string():
     from fairseq.data import Dictionary
 
-    from fairseq_entropy.tasks.systematicity import SymbolDictionary
+    from fairseq_entropy.data import SymbolDictionary
 
     ours, theirs = SymbolDictionary(), Dictionary()
     for d in (ours, theirs):
@@ -129,7 +129,8 @@ def test_symbol_dictionary_string_equals_fairseqs_dictionary_string():
 
 
 def test_task_loads_its_dictionaries_as_symbol_dictionaries(tmp_path):
-    from fairseq_entropy.tasks.systematicity import SymbolDictionary, SystematicityTask
+    from fairseq_entropy.data import SymbolDictionary
+    from fairseq_entropy.tasks.systematicity import SystematicityTask
 
     (tmp_path / "dict.txt").write_text("walk 1\nJUMP 1\n")
     d = SystematicityTask.load_dictionary(str(tmp_path / "dict.txt"))

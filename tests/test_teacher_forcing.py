@@ -14,7 +14,7 @@ from fairseq.models import (
     MODEL_DATACLASS_REGISTRY,
 )
 
-import fairseq_entropy.models.cnn_presets  # noqa: F401
+import fairseq_entropy.models.cnn_archs  # noqa: F401
 import fairseq_entropy.models.rnn_seq2seq  # noqa: F401
 from fairseq_entropy.criterions.teacher_forcing import (
     TeacherForcingCrossEntropyCriterion,

@@ -1,7 +1,8 @@
-"""fairseq models of the plugin; importing a module registers its model and arch presets."""
+"""fairseq models of the plugin; importing a module registers its model and named
+architectures (``defaults`` is the helper that fills an architecture from its model's config)."""
 
 from . import scan_transformer  # noqa: F401
 from . import rnn_seq2seq  # noqa: F401
-from . import cnn_presets  # noqa: F401
+from . import cnn_archs  # noqa: F401
 from . import equivariant_seq2seq  # noqa: F401
 from . import scan_cnn  # noqa: F401

@@ -31,6 +31,7 @@ from fairseq.models import (
     register_model,
     register_model_architecture,
 )
+from fairseq.utils import safe_getattr
 
 from ..modules.equivariant import (
     CELLS,
@@ -44,6 +45,7 @@ from ..modules.equivariant import (
     dictionary_action,
     verb_orbits,
 )
+from .defaults import fill_defaults
 
 
 @dataclass
@@ -330,29 +332,32 @@ class EquivariantSeq2SeqModel(FairseqEncoderDecoderModel):
         return (self.encoder.max_positions(), self.decoder.max_positions())
 
 
+def base_architecture(args):
+    """Fill the options ``args`` lacks with the defaults of :class:`EquivariantSeq2SeqConfig`
+    (G-GRU, K = H = 64, one unidirectional encoder and one decoder layer, dropout 0.1); given
+    values, even 0 or False, are kept."""
+    fill_defaults(args, EquivariantSeq2SeqConfig)
+
+
 @register_model_architecture("equivariant_seq2seq", "equivariant_seq2seq_gordon")
 def equivariant_seq2seq_gordon(args):
-    """Close to Gordon et al.'s SCAN command: G-RNN cells, attention, bidirectional encoder.
+    """Close to Gordon et al.'s SCAN command: G-RNN cells, attention, bidirectional encoder,
+    no dropout; K = H = 64 and one layer each, the config's defaults.
 
     (Their hidden size was 256 per group element and training ran with batch size 1; this
-    preset keeps 64 so that it trains on a CPU.)
+    architecture keeps 64 so that it trains on a CPU.)
     """
-    args.cell = getattr(args, "cell", "rnn")
-    args.embed_dim = getattr(args, "embed_dim", 64)
-    args.hidden_dim = getattr(args, "hidden_dim", 64)
-    args.encoder_layers = getattr(args, "encoder_layers", 1)
-    args.decoder_layers = getattr(args, "decoder_layers", 1)
-    args.encoder_bidirectional = getattr(args, "encoder_bidirectional", True)
-    args.dropout = getattr(args, "dropout", 0.0)
+    args.cell = safe_getattr(args, "cell", "rnn")
+    args.encoder_bidirectional = safe_getattr(args, "encoder_bidirectional", True)
+    args.dropout = safe_getattr(args, "dropout", 0.0)
+    base_architecture(args)
 
 
 @register_model_architecture("equivariant_seq2seq", "equivariant_seq2seq_small")
 def equivariant_seq2seq_small(args):
-    """The configuration of our CPU runs: G-GRU, bidirectional, 32 per group element."""
-    args.cell = getattr(args, "cell", "gru")
-    args.embed_dim = getattr(args, "embed_dim", 32)
-    args.hidden_dim = getattr(args, "hidden_dim", 32)
-    args.encoder_layers = getattr(args, "encoder_layers", 1)
-    args.decoder_layers = getattr(args, "decoder_layers", 1)
-    args.encoder_bidirectional = getattr(args, "encoder_bidirectional", True)
-    args.dropout = getattr(args, "dropout", 0.1)
+    """The configuration of our CPU runs: G-GRU, bidirectional, K = H = 32 per group element
+    (one layer each and dropout 0.1: the config's defaults)."""
+    args.embed_dim = safe_getattr(args, "embed_dim", 32)
+    args.hidden_dim = safe_getattr(args, "hidden_dim", 32)
+    args.encoder_bidirectional = safe_getattr(args, "encoder_bidirectional", True)
+    base_architecture(args)

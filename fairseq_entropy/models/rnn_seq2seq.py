@@ -42,6 +42,8 @@ from fairseq.utils import safe_getattr
 from omegaconf import II
 from torch import Tensor
 
+from .defaults import fill_defaults
+
 CELLS = ("rnn", "gru", "lstm")
 DEFAULT_MAX_POSITIONS = 1024
 
@@ -360,14 +362,9 @@ def _or(value, default):
 
 
 def base_architecture(args):
-    """Fill every option still unset: plain RNN cell, 2 encoder layers, hidden 64, dropout 0.1;
-    an explicit value, 0 included, is kept."""
-    args.cell = safe_getattr(args, "cell", "rnn")
-    args.encoder_layers = safe_getattr(args, "encoder_layers", 2)
-    args.encoder_hidden_size = safe_getattr(args, "encoder_hidden_size", 64)
-    args.encoder_embed_dim = safe_getattr(args, "encoder_embed_dim", None)
-    args.decoder_embed_dim = safe_getattr(args, "decoder_embed_dim", None)
-    args.dropout = safe_getattr(args, "dropout", 0.1)
+    """Fill every option still unset with the defaults of :class:`RNNSeq2SeqConfig` (plain RNN
+    cell, 2 encoder layers, hidden 64, dropout 0.1); an explicit value, 0 included, is kept."""
+    fill_defaults(args, RNNSeq2SeqConfig)
 
 
 def _paper_rnn(args, cell: str, encoder_layers: int, encoder_hidden_size: int) -> None:

@@ -2,7 +2,7 @@
 
 A Gehring et al. (2017) style encoder-decoder as the paper's authors built it (their
 ``systematicity_entropy/models/cnn.py``), which differs from fairseq's ``fconv``
-(:mod:`fairseq_entropy.models.cnn_presets`):
+(:mod:`fairseq_entropy.models.cnn_archs`):
 
 * fixed sinusoidal positions (Vaswani et al. 2017) added to the token embeddings, counted from
   the first real token, instead of learned ones;
@@ -44,11 +44,11 @@ from fairseq.models import (FairseqEncoder, FairseqEncoderDecoderModel,
                             FairseqIncrementalDecoder, register_model,
                             register_model_architecture)
 from fairseq.modules import GradMultiply
-from fairseq.utils import safe_getattr
 from torch import Tensor
 
 from ..modules.packing import pack_rows, real_rows, unpack_rows
 from ..modules.positions import AbsolutePositions, token_positions
+from .defaults import fill_defaults
 
 SQRT_HALF = math.sqrt(0.5)
 
@@ -369,7 +369,7 @@ class ScanCNNModel(FairseqEncoderDecoderModel):
 
     @classmethod
     def build_model(cls, cfg, task):
-        scan_cnn(cfg)
+        base_architecture(cfg)
         for name in ("embed_dim", "encoder_layers", "decoder_layers", "kernel_size"):
             if int(getattr(cfg, name)) < 1:
                 raise ValueError(f"scan_cnn: --{name.replace('_', '-')} is {getattr(cfg, name)}; "
@@ -384,18 +384,10 @@ class ScanCNNModel(FairseqEncoderDecoderModel):
         return (self.encoder.max_source_positions, self.decoder.max_target_positions)
 
 
-def scan_cnn(args):
+def base_architecture(args):
     """Fill the options ``args`` lacks with the defaults of :class:`ScanCNNConfig` (the arch
     ``scan_cnn``, registered by ``register_model``); given values, even 0, are kept."""
-    args.embed_dim = safe_getattr(args, "embed_dim", 64)
-    args.encoder_layers = safe_getattr(args, "encoder_layers", 3)
-    args.decoder_layers = safe_getattr(args, "decoder_layers", 3)
-    args.kernel_size = safe_getattr(args, "kernel_size", 5)
-    args.dropout = safe_getattr(args, "dropout", 0.1)
-    args.share_decoder_input_output_embed = safe_getattr(
-        args, "share_decoder_input_output_embed", False)
-    args.max_source_positions = safe_getattr(args, "max_source_positions", 1024)
-    args.max_target_positions = safe_getattr(args, "max_target_positions", 1024)
+    fill_defaults(args, ScanCNNConfig)
 
 
 @register_model_architecture("scan_cnn", "scan_cnn_paper")
@@ -403,4 +395,4 @@ def scan_cnn_paper(args):
     """The paper's CNN (Experiments 1 and 2): 3 + 3 layers, H = 64, kernel 5, dropout 0.1,
     untied classifier (the authors' ``--layers 3 --hidden_size 64 --kernel_size 5
     --dropout 0.1``); these are the defaults of :class:`ScanCNNConfig`."""
-    scan_cnn(args)
+    base_architecture(args)

@@ -31,6 +31,7 @@ from ..modules.dropout import UniformMaskDropout
 from ..modules.packing import pack_rows, real_rows, unpack_rows
 from ..modules.positions import (POSITION_ENCODINGS, ROPE_VARIANTS, AbsolutePositions,
                                  RelativePositions, RotaryPositions, token_positions)
+from .defaults import fill_defaults
 
 DEFAULT_MAX_POSITIONS = 256
 
@@ -286,7 +287,7 @@ class ScanTransformerDecoder(FairseqIncrementalDecoder):
 class ScanTransformerModel(FairseqEncoderDecoderModel):
     """The paper's Transformer as a fairseq model (see module docstring).
 
-    Presets: ``scan_transformer`` (= ``scan_transformer_paper``: 3+3 layers, d=128, dropout
+    Architectures: ``scan_transformer`` (= ``scan_transformer_paper``: 3+3 layers, d=128, dropout
     0.1, sinusoidal), ``scan_transformer_relative`` (buckets 64/4), ``scan_transformer_rope``
     (theta 1000), ``scan_transformer_learned`` (beyond the paper: see its docstring) and the
     Experiment 2 models ``scan_transformer_exp2_l2`` / ``_l3`` (d=256).  Options:
@@ -320,47 +321,35 @@ class ScanTransformerModel(FairseqEncoderDecoderModel):
 
 
 def base_architecture(args):
-    """Fill every option still unset with the paper's Experiment 1 Transformer (3+3 layers,
-    d=128, heads of 64, dropout 0.1); an explicit value, 0 or False included, is kept."""
-    args.embed_dim = safe_getattr(args, "embed_dim", 128)
-    args.encoder_layers = safe_getattr(args, "encoder_layers", 3)
-    args.decoder_layers = safe_getattr(args, "decoder_layers", 3)
+    """Fill every option still unset with the defaults of :class:`ScanTransformerConfig` (the
+    paper's Experiment 1 Transformer: 3+3 layers, d=128, dropout 0.1, sinusoidal positions) and
+    an unset or None ``attention_heads`` with d/64 (heads of size 64, at least 1); an explicit
+    value, 0 or False included, is kept."""
+    fill_defaults(args, ScanTransformerConfig)
     heads = safe_getattr(args, "attention_heads", None)  # None also when stored as None
     args.attention_heads = max(1, args.embed_dim // 64) if heads is None else heads
-    args.dropout = safe_getattr(args, "dropout", 0.1)
-    args.embedding_dropout = safe_getattr(args, "embedding_dropout", 0.0)
-    args.activation_dropout = safe_getattr(args, "activation_dropout", 0.0)
-    args.embed_scale = safe_getattr(args, "embed_scale", 2.0)
-    args.position_encoding = safe_getattr(args, "position_encoding", "sinusoidal")
-    args.source_position_buckets = safe_getattr(args, "source_position_buckets", 64)
-    args.target_position_buckets = safe_getattr(args, "target_position_buckets", 4)
-    args.max_relative_positions = safe_getattr(args, "max_relative_positions", 512)
-    args.rope_theta = safe_getattr(args, "rope_theta", 1000.0)
-    args.rope_variant = safe_getattr(args, "rope_variant", "standard")
 
 
 @register_model_architecture("scan_transformer", "scan_transformer_paper")
 def scan_transformer_paper(args):
-    """Experiment 1, sinusoidal positions (paper Fig. 2): 3+3 layers, d=128, dropout 0.1."""
-    args.position_encoding = safe_getattr(args, "position_encoding", "sinusoidal")
+    """Experiment 1, sinusoidal positions (paper Fig. 2): 3+3 layers, d=128, dropout 0.1 (the
+    defaults of :class:`ScanTransformerConfig`)."""
     base_architecture(args)
 
 
 @register_model_architecture("scan_transformer", "scan_transformer_relative")
 def scan_transformer_relative(args):
-    """Experiment 1, relative positions: DeBERTa attention, buckets 64 (source) / 4 (target)."""
+    """Experiment 1, relative positions: DeBERTa attention, buckets 64 (source) / 4 (target)
+    (the config's defaults)."""
     args.position_encoding = "relative"
-    args.source_position_buckets = safe_getattr(args, "source_position_buckets", 64)
-    args.target_position_buckets = safe_getattr(args, "target_position_buckets", 4)
     base_architecture(args)
 
 
 @register_model_architecture("scan_transformer", "scan_transformer_rope")
 def scan_transformer_rope(args):
-    """Experiment 1, rotary positions with theta = 1000 (standard RoPE by default;
-    ``--rope-variant authors`` reproduces the authors' variant)."""
+    """Experiment 1, rotary positions with theta = 1000, the config's default (standard RoPE by
+    default; ``--rope-variant authors`` reproduces the authors' variant)."""
     args.position_encoding = "rope"
-    args.rope_theta = safe_getattr(args, "rope_theta", 1000.0)
     base_architecture(args)
 
 
@@ -368,7 +357,7 @@ def scan_transformer_rope(args):
 def scan_transformer_learned(args):
     """Learned absolute positions -- beyond the paper.  The authors' "learned" variant added one
     vector chosen by sentence length to every token (no position information) and the paper
-    reports no result for it; this preset uses a proper trainable table per position."""
+    reports no result for it; this architecture uses a proper trainable table per position."""
     args.position_encoding = "learned"
     base_architecture(args)
 

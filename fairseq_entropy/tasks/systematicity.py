@@ -4,21 +4,30 @@ Extends fairseq's ``translation`` task (Wold et al., arXiv 2505.13089, Sec. 4) w
 
 * validation-time exact-match accuracy by greedy decoding, logged as ``seq_acc`` so that
   ``--best-checkpoint-metric seq_acc --maximize-best-checkpoint-metric`` selects checkpoints on
-  the validation split (never on the test set);
+  the validation split (never on the test set); the comparison is
+  :func:`fairseq_entropy.data.exact_match.exact_match`;
 * a log line with the training set's slot entropies read from the ``manifest.json`` that
   ``fairseq-entropy binarize`` copies next to the binarized data;
 * the grammar and a hash of the data's dictionary, recorded in the task config and the task
   state of every checkpoint, so that decoding data binarized with another dictionary stops
-  with an error naming both dictionaries before fairseq loads the weights;
+  with an error naming both dictionaries before fairseq loads the weights (the record and the
+  check: :mod:`fairseq_entropy.data.dictionary`);
 * a progress line while training, at least every ``--progress-interval`` seconds: epoch k/N,
-  updates, seconds elapsed and left, and the last validation ``seq_acc``;
+  updates, seconds elapsed and left, and the last validation ``seq_acc``
+  (:class:`fairseq_entropy.progress.TrainingProgress`);
+* training batches drawn at random every epoch with ``--random-batches`` (and
+  ``--batch-pool``: :mod:`fairseq_entropy.data.random_order_dataset`), otherwise fairseq's
+  length-sorted batches composed as in epoch 1 even in a resumed run
+  (:mod:`fairseq_entropy.data.first_epoch_order_dataset`);
+* ``--length-chunks K``: every training batch computed as K parts of similar target length
+  (:mod:`fairseq_entropy.data.length_chunks`);
 * on a host without CUDA, fairseq's per-update reseeding seeds the CPU generator only
-  (:func:`install_cpu_seeding`);
-* dictionaries of class :class:`SymbolDictionary`, whose ``string`` (called several times per
-  sentence by ``fairseq-generate``) converts a tensor of ids in one call.
+  (:func:`fairseq_entropy.tasks.seeding.install_cpu_seeding`);
+* dictionaries of class :class:`fairseq_entropy.data.dictionary.SymbolDictionary`, whose
+  ``string`` (called several times per sentence by ``fairseq-generate``) converts a tensor of
+  ids in one call.
 """
 
-import hashlib
 import json
 import logging
 import math
@@ -28,88 +37,20 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Optional
 
-import numpy as np
 import torch
 from fairseq import utils
-from fairseq.data import BaseWrapperDataset, Dictionary, data_utils
 from fairseq.logging import metrics
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 from omegaconf import II, OmegaConf, open_dict
 
-from ..errors import UserError
+from ..data import (FirstEpochOrderDataset, RandomOrderDataset, SymbolDictionary,
+                    check_dictionaries, dictionary_grammar, dictionary_hash, exact_match,
+                    split_by_length)
 from ..progress import TrainingProgress
-from ..scan.binarize import dictionary_words
-from ..scan.grammar import Grammar
+from .seeding import install_cpu_seeding
 
 logger = logging.getLogger(__name__)
-
-
-class _CpuTorchSeed(utils.set_torch_seed):
-    """``fairseq.utils.set_torch_seed`` for a host without CUDA (or XLA): seeds the CPU
-    generator, which is the only one such a process draws from.
-
-    ``torch.manual_seed`` also queues the seeding of every uninitialised accelerator module,
-    formatting the Python stack for each, and fairseq's ``Trainer`` reseeds before every
-    update: about 2.7 ms per update of a small model on one core.  The CPU generator ends in
-    the same state, so training draws the same random numbers.  Usable as a context manager
-    (restores the previous state on exit), as the class it replaces.
-    """
-
-    def __init__(self, seed):
-        assert isinstance(seed, int)
-        self.rng_state = utils.get_rng_state()
-        torch.default_generator.manual_seed(seed)
-
-
-def install_cpu_seeding() -> bool:
-    """Replace ``fairseq.utils.set_torch_seed`` by :class:`_CpuTorchSeed` when this process
-    has neither CUDA nor XLA; returns whether it did (idempotent)."""
-    if torch.cuda.is_available() or getattr(utils, "xm", None) is not None:
-        return False
-    utils.set_torch_seed = _CpuTorchSeed
-    return True
-
-
-class SymbolDictionary(Dictionary):
-    """``fairseq.data.Dictionary`` whose :meth:`string` reads a tensor of ids with one
-    ``tolist()`` instead of one 0-d tensor per token.
-
-    fairseq's ``string`` iterates over the tensor element by element and compares each
-    0-d tensor with the special indices; ``fairseq-generate`` calls it for the source, the
-    reference and every hypothesis, which made it the largest cost of writing a test set's
-    output.  Same arguments, same result (tested against fairseq's implementation).
-    """
-
-    def string(self, tensor, bpe_symbol=None, escape_unk=False, extra_symbols_to_ignore=None,
-               unk_string=None, include_eos=False, separator=" "):
-        """Token ids -> text, as ``fairseq.data.Dictionary.string``.
-
-        Args:
-            tensor: 1-D ids (a tensor or any iterable of ints), or a 2-D tensor, one line per
-                row (rows get fairseq's defaults for ``unk_string`` and ``separator``, as in
-                fairseq).
-            bpe_symbol: post-processing for ``data_utils.post_process`` ("sentencepiece", ...).
-            escape_unk: write ``<unk>`` as ``<<unk>>``.
-            extra_symbols_to_ignore: ids left out; end-of-sentence is left out unless
-                ``include_eos``, beginning-of-sentence always.
-            unk_string: text for ``<unk>`` (overrides ``escape_unk``).
-        """
-        if torch.is_tensor(tensor) and tensor.dim() == 2:
-            return "\n".join(self.string(t, bpe_symbol, escape_unk, extra_symbols_to_ignore,
-                                          include_eos=include_eos) for t in tensor)
-        ignore = {utils.item(i) for i in (extra_symbols_to_ignore or [])}
-        if not include_eos:
-            ignore.add(self.eos())
-        if hasattr(self, "bos_index"):
-            ignore.add(self.bos())
-        ids = tensor.tolist() if torch.is_tensor(tensor) else [utils.item(i) for i in tensor]
-        unk = self.unk()
-        unk_text = unk_string if unk_string is not None else self.unk_string(escape_unk)
-        symbols, n = self.symbols, len(self.symbols)
-        sent = separator.join(unk_text if i == unk else (symbols[i] if i < n else self.unk_word)
-                              for i in ids if i not in ignore)
-        return data_utils.post_process(sent, bpe_symbol)
 
 
 @dataclass
@@ -178,145 +119,6 @@ class SystematicityConfig(TranslationConfig):
     max_epoch: int = II("optimization.max_epoch")
     batch_size: Optional[int] = II("dataset.batch_size")
     max_tokens: Optional[int] = II("dataset.max_tokens")
-
-
-class RandomOrderDataset(BaseWrapperDataset):
-    """Wraps a training set so that ``ordered_indices`` is a random permutation.
-
-    fairseq seeds numpy with (seed + epoch) around the call, so the order is reproducible and,
-    with ``rebuild_batches``, different in every epoch.  fairseq's ``batch_by_size`` then cuts
-    the order into consecutive batches of ``--batch-size`` sentences.
-
-    Args:
-        dataset: a ``LanguagePairDataset`` (``src_sizes`` and ``tgt_sizes`` are read).
-        pool_sentences: 0 for a plain permutation (uniformly random batches).  Otherwise the
-            permutation is cut into consecutive pools of this many sentences (a multiple of
-            the batch size: K batches) and each pool is sorted by target length, then source
-            length, stably.  The batches are then as random in membership as their pool but
-            nearly uniform in length, so far fewer padded positions are computed; with pools
-            a multiple of the batch size the number of batches is unchanged.
-    """
-
-    def __init__(self, dataset, pool_sentences: int = 0):
-        super().__init__(dataset)
-        if pool_sentences < 0:
-            raise ValueError(f"pool_sentences must be >= 0, got {pool_sentences}")
-        self.pool_sentences = pool_sentences
-
-    def ordered_indices(self):
-        order = np.random.permutation(len(self.dataset))
-        if self.pool_sentences <= 1:
-            return order
-        tgt = np.asarray(self.dataset.tgt_sizes)
-        src = np.asarray(self.dataset.src_sizes)
-        pools = []
-        for start in range(0, len(order), self.pool_sentences):
-            pool = order[start:start + self.pool_sentences]
-            pools.append(pool[np.lexsort((src[pool], tgt[pool]))])
-        return np.concatenate(pools) if pools else order
-
-    @property
-    def can_reuse_epoch_itr_across_epochs(self):
-        return False
-
-
-def dictionary_hash(*dictionaries) -> str:
-    """First 16 hex digits of the sha256 of the dictionaries' symbols (ids in order)."""
-    h = hashlib.sha256()
-    for d in dictionaries:
-        h.update("\n".join(d.symbols).encode("utf-8"))
-        h.update(b"\0")
-    return h.hexdigest()[:16]
-
-
-def dictionary_grammar(dictionary) -> str:
-    """``paper`` or ``scan`` if ``dictionary`` is that grammar's fixed dictionary (the words of
-    :func:`fairseq_entropy.scan.binarize.dictionary_words` after fairseq's special symbols),
-    else ``custom``."""
-    words = dictionary.symbols[dictionary.nspecial:]
-    for name in ("paper", "scan"):
-        if words == dictionary_words(Grammar.by_name(name)):
-            return name
-    return "custom"
-
-
-class DictionaryMismatchError(UserError, RuntimeError):
-    """A checkpoint was trained on data with another dictionary than the data to decode."""
-
-
-class FirstEpochOrderDataset(BaseWrapperDataset):
-    """Wraps a training set so that its batches are composed as in epoch 1, whatever the epoch.
-
-    Without ``--random-batches`` fairseq composes the length-sorted batches once, when the
-    training iterator is created, from ``ordered_indices`` under numpy seeded with
-    ``seed + epoch``, and keeps them for the rest of the run (only their order is reshuffled
-    every epoch). An uninterrupted run creates the iterator at epoch 1; a run resumed from
-    ``checkpoint_last.pt`` creates it at the resumed epoch, and so trains on other batches
-    (same lengths, other commands). :meth:`SystematicityTask.get_batch_iterator` sets
-    ``order_seed`` to ``seed + 1``, the seed of epoch 1, so both runs see the same batches.
-    """
-
-    def __init__(self, dataset):
-        super().__init__(dataset)
-        self.order_seed = None
-
-    def ordered_indices(self):
-        if self.order_seed is None:
-            return self.dataset.ordered_indices()
-        with data_utils.numpy_seed(self.order_seed):
-            return self.dataset.ordered_indices()
-
-
-def split_by_length(sample: dict, chunks: int, pad: int, left_pad_source: bool = True):
-    """Cut a collated translation batch into up to ``chunks`` batches of similar target length.
-
-    The sentences are sorted by target length (stably) and cut into ``chunks`` parts of equal
-    size (``torch.tensor_split``); every tensor of the batch is indexed with its part and the
-    padding columns no sentence of the part needs are dropped (sources on the left with
-    ``left_pad_source``, else on the right; targets and ``prev_output_tokens`` on the right).
-    ``ntokens`` and ``nsentences`` are recomputed per part, so the parts' losses add up to
-    the batch's.
-
-    Args:
-        sample: fairseq's ``LanguagePairDataset.collater`` output (``id`` [B], ``net_input``
-            with ``src_tokens`` [B, S], ``src_lengths`` [B], ``prev_output_tokens`` [B, T];
-            ``target`` [B, T]).
-        chunks: the number of parts (at most B; 1 returns ``[sample]``).
-        pad: the padding index.
-
-    Returns:
-        a list of batches of the same structure.
-    """
-    target = sample["target"]
-    if chunks <= 1 or target.size(0) <= 1:
-        return [sample]
-    lengths = target.ne(pad).sum(1)
-    order = torch.sort(lengths, stable=True).indices
-    out = []
-    for idx in torch.tensor_split(order, min(chunks, target.size(0))):
-        t_len = int(lengths[idx].max())
-        net = sample["net_input"]
-        src = net["src_tokens"].index_select(0, idx)
-        s_len = int(src.ne(pad).sum(1).max())
-        src = (src[:, src.size(1) - s_len:] if left_pad_source else src[:, :s_len]).contiguous()
-        sub_net = {**net, "src_tokens": src,
-                   "src_lengths": net["src_lengths"].index_select(0, idx)}
-        if "prev_output_tokens" in net:
-            sub_net["prev_output_tokens"] = net["prev_output_tokens"].index_select(0, idx)[
-                :, :t_len].contiguous()
-        sub_target = target.index_select(0, idx)[:, :t_len].contiguous()
-        out.append({**sample, "id": sample["id"].index_select(0, idx), "net_input": sub_net,
-                    "target": sub_target, "nsentences": len(idx),
-                    "ntokens": int(sub_target.ne(pad).sum())})
-    return out
-
-
-def exact_match(hyp_tokens: torch.Tensor, ref_tokens: torch.Tensor, pad: int, eos: int) -> bool:
-    """Whether two token sequences are equal once padding and end-of-sentence are stripped."""
-    def strip(t):
-        t = t[(t != pad) & (t != eos)]
-        return t.tolist()
-    return strip(hyp_tokens) == strip(ref_tokens)
 
 
 @register_task("systematicity", dataclass=SystematicityConfig)
@@ -391,26 +193,14 @@ class SystematicityTask(TranslationTask):
         loads the weights (``checkpoint_utils.load_model_ensemble_and_task``).
 
         Raises:
-            DictionaryMismatchError: the checkpoint was trained with other dictionaries; the
-                message gives both grammars, hashes and sizes and the fix.
+            DictionaryMismatchError: the checkpoint was trained with other dictionaries
+                (:func:`~fairseq_entropy.data.dictionary.check_dictionaries`); the message gives
+                both grammars, hashes and sizes and the fix.
         """
         state_dict = dict(state_dict)
         theirs = state_dict.pop("dictionaries", None)
         if theirs is not None:
-            mine = self.dictionary_record()
-            if theirs.get("hash") != mine["hash"]:
-                fix = (f"re-binarize the data with --grammar {theirs.get('grammar')} "
-                       f"(fairseq-entropy binarize ... --grammar {theirs.get('grammar')})"
-                       if theirs.get("grammar") in ("paper", "scan") else
-                       "binarize the data with the dictionary the model was trained on")
-                raise DictionaryMismatchError(
-                    f"the checkpoint was trained on data with the {theirs.get('grammar')} "
-                    f"grammar's dictionary ({theirs.get('source_size')} source / "
-                    f"{theirs.get('target_size')} target symbols, hash {theirs.get('hash')}), "
-                    f"but {self.data_dir} uses the {mine['grammar']} grammar's dictionary "
-                    f"({mine['source_size']} / {mine['target_size']} symbols, hash "
-                    f"{mine['hash']}); the token ids do not match. Fix: {fix}, or decode "
-                    f"data binarized with --grammar {theirs.get('grammar')}")
+            check_dictionaries(theirs, self.dictionary_record(), self.data_dir)
         super().load_state_dict(state_dict)
 
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):

@@ -7,7 +7,7 @@ import pytest
 import torch
 from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
 
-import fairseq_entropy.models.cnn_presets  # noqa: F401  (registers the presets)
+import fairseq_entropy.models.cnn_archs  # noqa: F401  (registers the architectures)
 
 from _toy import (PAIRS, FakeTask, assert_batch_equals_alone,  # noqa: E402
                   assert_incremental_equals_full,

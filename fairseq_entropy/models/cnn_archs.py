@@ -1,4 +1,4 @@
-"""The paper's convolutional seq2seq as presets of fairseq's ``fconv``.
+"""The paper's convolutional seq2seq as named architectures of fairseq's ``fconv``.
 
 Wold, Charpentier and Simon (ACL Findings 2025) trained a convolutional encoder-decoder after
 Gehring et al. (2017), "Convolutional Sequence to Sequence Learning"; fairseq's ``fconv`` is that
@@ -8,7 +8,8 @@ paper's configuration is 3 layers of 64 channels with kernel width 5 in both enc
 
 The authors' own CNN differed from ``fconv`` in two respects: sinusoidal instead of learned
 positions, and attention values computed from projected input embeddings (``fconv`` uses
-``encoder output + input embedding``).  These presets are plain ``fconv``.
+``encoder output + input embedding``).  These architectures are plain ``fconv`` (the
+authors' own CNN is :mod:`fairseq_entropy.models.scan_cnn`).
 
 Architectures registered here (``--arch``; training hyper-parameters in
 ``fairseq_entropy/experiments/presets.json``):
