@@ -20,7 +20,7 @@ from ..files import atomic_write_text, read_json, read_lines
 from .columns import (CHECKPOINT_LABELS, GRADED_COLUMNS, GROUP_COLUMNS,
                       OPTIONAL_RESULT_COLUMNS, RESULT_COLUMNS, ScoreError)
 from .paper import paper_model_name
-from .report import format_table, plot_overview, write_report
+from .report import format_table, write_report
 from .statistics import order_key, spearman, summarize
 
 
@@ -136,8 +136,8 @@ def _tsv(records: Sequence[dict], columns: Sequence[str]) -> str:
 
 def aggregate(roots: Sequence[str | os.PathLike], out_dir: str | os.PathLike) -> dict:
     """Write ``results.tsv``, the report (:func:`.report.write_report`: ``summary.tsv``,
-    ``curves.tsv``, ``fig_*.png``, ``report.md``) and ``accuracy_vs_entropy.png``
-    (:func:`.report.plot_overview`) into ``out_dir``.
+    ``curves.tsv``, ``fig_*.png``, ``report.md``) and the overview
+    ``accuracy_vs_entropy.png``) into ``out_dir``.
 
     Returns:
         ``{"results", "summary", "plot", "report"}`` paths, ``"agreement"`` (lines of
@@ -157,8 +157,8 @@ def aggregate(roots: Sequence[str | os.PathLike], out_dir: str | os.PathLike) ->
     paper_of_preset = {r["preset"]: paper_model_name(r["model"]) for r in rows}
     report = write_report(rows, out,
                           paper_model=lambda name: paper_of_preset.get(name, name))
-    png = plot_overview(summary, out / "accuracy_vs_entropy.png")
-    return {"results": out / "results.tsv", "summary": report["summary"], "plot": png,
+    return {"results": out / "results.tsv", "summary": report["summary"],
+            "plot": report["overview"],
             "report": report["report"], "agreement": report["agreement"],
             "table": format_table(summary),
             "spearman": spearman(summary)}

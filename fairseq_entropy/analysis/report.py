@@ -15,9 +15,8 @@ Figures, after the paper's:
   tokens; :func:`.provenance.data_variant`), which the paper does not report, on its own.
 
 Each panel shows our mean with its 95% bootstrap CI beside the paper's mean +- std
-(:func:`plot_figure`).  The overview (:func:`plot_overview`) has one panel per experiment and
-a curve per preset and N, our mean +- std over seeds beside the paper's curve for the preset's
-architecture and N.
+(:func:`plot_figure`, which draws every figure).  The overview ``accuracy_vs_entropy.png`` has
+one panel per (figure, curve) of all of them.
 """
 
 from __future__ import annotations
@@ -31,8 +30,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 from ..files import atomic_write_bytes, atomic_write_text
 from . import statistics as st
-from .paper import (DEFAULT_EXP1_TRAIN_SIZE, paper_curve, paper_lookup, paper_model_name,
-                    paper_results)
+from .paper import (DEFAULT_EXP1_TRAIN_SIZE, paper_lookup, paper_results)
 
 #: columns of ``summary.tsv``: the cell (curve name = preset, N, checkpoint, level), the seed
 #: statistics and the agreement with the paper
@@ -109,27 +107,38 @@ def _save_png(fig, path: str | os.PathLike, dpi: int) -> Path:
     return path
 
 
+def panel_of_figure(cell: dict) -> str:
+    """The panel of a cell in the overview figure: its figure's name and its curve name."""
+    return f"{figure_of(cell)}: {cell['model']}"
+
+
 def plot_figure(cells: Sequence[dict], paper_rows: Sequence[dict], name: str,
                 path: str | os.PathLike,
-                paper_model: Callable[[str], str] = lambda m: m) -> Path:
-    """One PNG (110 dpi): a panel per model, our mean with its 95% CI (error bars; none when
-    there is no CI) beside the paper's mean +- std (dashed, shaded). ``cells`` are
-    agreement-table rows (:func:`~.statistics.agreement_table`) of one checkpoint and one
-    figure (:func:`figure_of`); accuracies are fractions, entropies bits.
+                paper_model: Callable[[str], str] = lambda m: m,
+                panel: Callable[[dict], str] = lambda c: c["model"],
+                title: Optional[str] = None) -> Path:
+    """One PNG (110 dpi): a panel per ``panel(cell)`` (default: per model), our mean with its
+    95% CI (error bars; none when there is no CI) beside the paper's mean +- std (dashed,
+    shaded). ``cells`` are agreement-table rows (:func:`~.statistics.agreement_table`) of one
+    checkpoint, of one figure (:func:`figure_of`, whose title ``name`` gives) or, with
+    ``panel=panel_of_figure`` and a ``title``, of all of them; accuracies are fractions,
+    entropies bits.  The one plotting function of the package: every figure of
+    :func:`write_report` is drawn by it.
 
     Raises:
         DataFormatError: ``path`` cannot be written.
     """
     plt = _pyplot()
-    models = sorted({c["model"] for c in cells})
+    models = sorted({panel(c) for c in cells})
     cols = min(3, len(models))
     rows_ = math.ceil(len(models) / cols)
     fig, axes = plt.subplots(rows_, cols, figsize=(max(4.6 * cols, 6.4), 3.6 * rows_),
                              squeeze=False)
     for ax in axes.flat[len(models):]:
         ax.set_visible(False)
-    for ax, model in zip(axes.flat, models):
-        mine = [c for c in cells if c["model"] == model]
+    for ax, panel_name in zip(axes.flat, models):
+        mine = [c for c in cells if panel(c) == panel_name]
+        model = mine[0]["model"]
         sizes = sorted({c["train_size"] or 0 for c in mine})
         for i, n in enumerate(sizes):
             rs = sorted((c for c in mine if (c["train_size"] or 0) == n),
@@ -162,62 +171,15 @@ def plot_figure(cells: Sequence[dict], paper_rows: Sequence[dict], name: str,
                           "mean +- std")
             ax.fill_between(px, [m - s for m, s in zip(pm, ps)], [m + s for m, s in zip(pm, ps)],
                             color=f"C{i}", alpha=0.12)
-        ax.set_title(model, fontsize=10)
+        ax.set_title(panel_name, fontsize=10)
         ax.set_xlabel("entropy (bits)")
         ax.set_ylabel("exact-match accuracy")
         ax.set_ylim(-0.03, 1.03)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="best")
-    fig.suptitle(figure_title(name), fontsize=11)
+    fig.suptitle(title or figure_title(name), fontsize=11)
     fig.tight_layout()
     return _save_png(fig, path, dpi=110)
-
-
-def plot_overview(summary: Sequence[dict], path: str | os.PathLike,
-                  checkpoint: str = "last") -> Path:
-    """One PNG (120 dpi): accuracy (mean +- std over seeds) against entropy (bits), one panel
-    per experiment and one curve per (preset, N) of :func:`~.statistics.summarize` rows of
-    ``checkpoint`` (every row when none is of it), each with the paper's curve for the
-    preset's architecture and N (:func:`~.paper.paper_curve`) drawn dashed in the same
-    colour.  Levels without an entropy are left out.
-
-    Raises:
-        DataFormatError: ``path`` cannot be written.
-    """
-    plt = _pyplot()
-    rows = [r for r in summary if r["entropy_bits"] is not None]
-    rows = [r for r in rows if r["checkpoint"] == checkpoint] or rows
-    experiments = sorted({r["experiment"] for r in rows}) or ["(no entropy levels)"]
-    fig, axes = plt.subplots(1, len(experiments), figsize=(5.5 * len(experiments), 4.2),
-                             squeeze=False)
-    for ax, exp in zip(axes[0], experiments):
-        curves = sorted({(r["preset"], st.curve_size(r), r["model"], r["checkpoint"])
-                         for r in rows if r["experiment"] == exp}, key=st.order_key)
-        for i, (preset, n_train, model, ckpt) in enumerate(curves):
-            color = f"C{i % 10}"
-            rs = [r for r in rows if r["experiment"] == exp and r["preset"] == preset
-                  and st.curve_size(r) == n_train and r["checkpoint"] == ckpt]
-            rs.sort(key=lambda r: r["entropy_bits"])
-            ax.errorbar([r["entropy_bits"] for r in rs], [r["mean"] for r in rs],
-                        yerr=[r["std"] for r in rs], marker="o", color=color, capsize=3,
-                        label=f"{preset}, N={n_train} ({ckpt})")
-            ref = paper_curve(exp, model, n_train)
-            if ref:
-                ax.errorbar([float(p["entropy_bits"]) for p in ref],
-                            [float(p["accuracy_mean"]) for p in ref],
-                            yerr=[float(p["accuracy_std"]) for p in ref], color=color,
-                            linestyle="--", marker="x", alpha=0.6, capsize=2,
-                            label=f"paper {paper_model_name(model)}, N={ref[0]['train_size']}")
-        ax.set_title({"exp1": "Experiment 1 (mixing)", "exp2": "Experiment 2 (support)"}
-                     .get(exp, exp))
-        ax.set_xlabel("training-set entropy of the seen slot (bits)")
-        ax.set_ylabel("exact-match accuracy")
-        ax.set_ylim(-0.03, 1.03)
-        ax.grid(alpha=0.3)
-        if curves:
-            ax.legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
-    return _save_png(fig, path, dpi=120)
 
 
 def format_table(summary: Sequence[dict]) -> str:
@@ -249,7 +211,8 @@ def write_report(rows: Sequence[dict], out_dir: str | os.PathLike,
                  paper_rows: Optional[Sequence[dict]] = None,
                  paper_model: Callable[[str], str] = lambda m: m,
                  checkpoint: str = "last", command: str = "") -> Dict[str, Path]:
-    """Write ``summary.tsv``, ``curves.tsv``, ``fig_<figure>.png`` and ``report.md``.
+    """Write ``summary.tsv``, ``curves.tsv``, ``fig_<figure>.png``, the overview of every
+    curve ``accuracy_vs_entropy.png`` and ``report.md``.
 
     Args:
         rows: result rows (one per run and checkpoint).
@@ -259,7 +222,8 @@ def write_report(rows: Sequence[dict], out_dir: str | os.PathLike,
         command: the command that produced the report (quoted in ``report.md``).
 
     Returns:
-        ``{"summary", "curves", "report", "figures": [...]}`` paths, and ``"agreement"``:
+        ``{"summary", "curves", "report", "overview", "figures": [...]}`` paths, and
+        ``"agreement"``:
         :func:`agreement_lines` of the cells.
     """
     if paper_rows is None:
@@ -298,6 +262,11 @@ def write_report(rows: Sequence[dict], out_dir: str | os.PathLike,
             figures.append((name, plot_figure(mine, paper_rows, name, out / f"fig_{name}.png",
                                               paper_model)))
     paths["figures"] = [p for _, p in figures]
+    paths["overview"] = plot_figure(
+        drawn, paper_rows, "overview", out / "accuracy_vs_entropy.png", paper_model,
+        panel=panel_of_figure,
+        title="Accuracy against entropy, every curve "
+              f"({drawn[0]['checkpoint'] if drawn else checkpoint} checkpoint)")
 
     agree = [c for c in cells if c["agree"] in ("yes", "no")]
     n_yes = sum(c["agree"] == "yes" for c in agree)
