@@ -7,6 +7,18 @@ import sys
 from typing import List
 
 
+class DefaultsHelpFormatter(argparse.HelpFormatter):
+    """Help that ends each option's text with ``(default: X)``, unless the text already names
+    its default or there is none to name (None, or an on/off flag)."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if ("default" in text or action.default is None or isinstance(action.default, bool)
+                or action.default == argparse.SUPPRESS or not action.option_strings):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
 def floats(text: str) -> List[float]:
     """Comma-separated numbers, e.g. ``0,0.5,1`` (argparse type)."""
     try:
