@@ -112,7 +112,7 @@ def measure_training(preset_name: str, data: Path, seconds: float, save_to: Path
     """Time ``Trainer.train_step`` for the preset (plus ``extra_args``) and save a checkpoint
     for decoding.  Returns (params, updates/s, real target tokens/s, share of the target
     positions of the (chunked) batches that are real tokens rather than padding)."""
-    from fairseq_entropy.tasks.systematicity import split_by_length
+    from fairseq_entropy.data import split_by_length
 
     trainer, batches, params = build_trainer(preset_name, data, extra_args)
     cfg = trainer.task.cfg

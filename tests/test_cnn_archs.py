@@ -1,4 +1,4 @@
-"""Tests of the paper's CNN presets on fairseq's ``fconv``: configuration,
+"""Tests of the paper's CNN architectures on fairseq's ``fconv``: configuration,
 shapes, learning, incremental decoding, padding invariance and a ``fairseq-generate`` round trip."""
 
 import argparse
@@ -14,7 +14,7 @@ from _toy import (PAIRS, FakeTask, assert_batch_equals_alone,  # noqa: E402
                   losses_before_and_after, make_dictionary, make_sample,
                   train_and_generate)
 
-PRESETS = ["fconv_scan_exp1", "fconv_scan_exp2"]
+ARCHS = ["fconv_scan_exp1", "fconv_scan_exp2"]
 
 
 def build(arch="fconv_scan_exp1", **overrides):
@@ -25,8 +25,8 @@ def build(arch="fconv_scan_exp1", **overrides):
     return ARCH_MODEL_REGISTRY[arch].build_model(args, FakeTask(d)), d, args
 
 
-@pytest.mark.parametrize("arch", PRESETS)
-def test_preset_is_the_papers_configuration(arch):
+@pytest.mark.parametrize("arch", ARCHS)
+def test_arch_is_the_papers_configuration(arch):
     model, _, args = build(arch)
     assert eval(args.encoder_layers) == [(64, 5)] * 3
     assert eval(args.decoder_layers) == [(64, 5)] * 3
