@@ -2,7 +2,8 @@ import json
 
 import pytest
 
-from fairseq_entropy.scan.binarize import BinarizeError, check_vocabulary, dictionary_words
+from fairseq_entropy.scan.databin import BinarizeError
+from fairseq_entropy.scan.dictionary import check_vocabulary, dictionary_words
 from fairseq_entropy.cli import main as cli
 from fairseq_entropy.scan.grammar import Grammar
 
@@ -44,7 +45,7 @@ def test_sentencepiece_binarization_round_trips_and_shares_one_model(tmp_path, c
 
     from fairseq.data import Dictionary, data_utils
 
-    from fairseq_entropy.scan.binarize import SPM_MODEL, detokenize_sentencepiece
+    from fairseq_entropy.scan.subword import SPM_MODEL, detokenize_sentencepiece
 
     build = tmp_path / "build"
     assert cli(["build", "exp1", "--out", str(build), "--levels", "1,3", "--n", "400",
@@ -90,7 +91,7 @@ def test_sentencepiece_binarization_round_trips_and_shares_one_model(tmp_path, c
         rec = json.loads((tmp_path / f"score_{lv.name}" / "score.json").read_text())
         assert rec["accuracy"] == 1.0 and rec["n"] == 7056
     # same input, same model bytes (encoding and fairseq-preprocess are deterministic)
-    from fairseq_entropy.scan.binarize import train_sentencepiece
+    from fairseq_entropy.scan.subword import train_sentencepiece
     assert train_sentencepiece(build / "entropy_1.0", 48) == (levels[1] / SPM_MODEL).read_bytes()
 
 
@@ -115,8 +116,8 @@ def test_preprocess_workers_write_what_a_fairseq_preprocess_process_writes(tmp_p
     as BinarizeError with fairseq's message."""
     from pathlib import Path
 
-    from fairseq_entropy.scan.binarize import (binarize_level, preprocess_processes,
-                                               run_preprocess)
+    from fairseq_entropy.scan.binarize import binarize_level
+    from fairseq_entropy.scan.preprocess import preprocess_processes, run_preprocess
 
     build = tmp_path / "build"
     assert cli(["build", "exp1", "--out", str(build), "--levels", "2", "--n", "300",
@@ -144,7 +145,7 @@ def test_sentencepiece_on_the_source_side_keeps_word_level_actions(tmp_path, cap
     plain fairseq-generate prints it scores 1.0."""
     from fairseq.data import Dictionary, data_utils
 
-    from fairseq_entropy.scan.binarize import SPM_MODEL, detokenize_sentencepiece
+    from fairseq_entropy.scan.subword import SPM_MODEL, detokenize_sentencepiece
 
     build = tmp_path / "build"
     assert cli(["build", "exp1", "--out", str(build), "--levels", "3", "--n", "300",

@@ -5,7 +5,9 @@ from collections import Counter
 
 import pytest
 
-from fairseq_entropy.scan.builders import BuildError, build_exp1, build_exp2, mixing_counts
+from fairseq_entropy.scan.builders import build_exp1, build_exp2
+from fairseq_entropy.scan.levels import BuildError
+from fairseq_entropy.scan.mixing import mixing_counts
 from fairseq_entropy.cli import main as cli
 from fairseq_entropy.scan.entropy import entropy_bits
 from fairseq_entropy.scan.grammar import Grammar

@@ -5,7 +5,8 @@ from collections import Counter
 
 import pytest
 
-from fairseq_entropy.scan.builders import BuildError, build_exp1_component
+from fairseq_entropy.scan.components import build_exp1_component
+from fairseq_entropy.scan.levels import BuildError
 from fairseq_entropy.scan.grammar import Grammar
 
 G = Grammar.paper()

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from fairseq_entropy.cli import main as cli
-from fairseq_entropy.scan.builders import BuildError, build_exp1, build_exp2
+from fairseq_entropy.scan.builders import build_exp1, build_exp2
+from fairseq_entropy.scan.levels import BuildError
 from fairseq_entropy.files import atomic_directory, atomic_write_text, remove_stale_partials
 from fairseq_entropy.scan.grammar import Grammar
 
@@ -234,7 +235,7 @@ def test_an_interrupted_build_leaves_temporaries_the_next_build_removes(tmp_path
             "    real(prefix, ex)\n"
             "    if str(prefix).endswith('valid'): os._exit(9)\n"
             "datafiles.write_pair = killed\n"
-            "import fairseq_entropy.scan.builders as b\n"
+            "import fairseq_entropy.scan.manifests as b\n"
             "b.write_pair = killed\n"
             "from fairseq_entropy.cli import main\n"
             f"main(['build', 'exp1', '--levels', '3', '--n', '64', '--out', {str(out)!r}])\n")

@@ -162,7 +162,7 @@ def test_train_size_reads_the_index_header_as_fairseq_counts(tmp_path):
     from fairseq.data import Dictionary
 
     from fairseq_entropy.analysis.scoring import split_commands
-    from fairseq_entropy.scan.binarize import read_mmap_sequences
+    from fairseq_entropy.scan.databin import read_mmap_sequences
     for side in ("in", "out"):
         prefix = str(level / f"train.in-out.{side}")
         theirs = data_utils.load_indexed_dataset(prefix, None)

@@ -6,7 +6,7 @@ import torch
 from fairseq.data import Dictionary
 
 import fairseq_entropy  # noqa: F401  (registers the model)
-from fairseq_entropy.scan.binarize import dictionary_words
+from fairseq_entropy.scan.dictionary import dictionary_words
 from fairseq_entropy.scan.grammar import Grammar
 from fairseq_entropy.models.scan_transformer import ScanTransformerModel
 from fairseq_entropy.modules.dropout import UniformMaskDropout

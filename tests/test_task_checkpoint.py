@@ -12,7 +12,8 @@ import pytest
 import torch
 
 import fairseq_entropy
-from fairseq_entropy.scan.binarize import binarize_level, dictionary_words
+from fairseq_entropy.scan.binarize import binarize_level
+from fairseq_entropy.scan.dictionary import dictionary_words
 from fairseq_entropy.scan.datafiles import Example, write_pair
 from fairseq_entropy.scan.grammar import Grammar
 from fairseq_entropy.progress import TrainingProgress

@@ -33,7 +33,7 @@ def _check(grammar: Optional[Grammar], ex: Example, where: str) -> None:
     except GrammarError as e:
         raise DataFormatError(
             f"{where}: {e}. Fix: the command must follow the {grammar.name} grammar "
-            f"(verbs: {' '.join(grammar.verbs)})") from None
+            f"(verbs: {' '.join(grammar.verbs)})") from e
     expected = " ".join(grammar.interpret(cmd))
     if expected != ex.actions:
         raise DataFormatError(
@@ -145,3 +145,10 @@ def write_scan_file(path: str | os.PathLike, examples: Iterable[Example]) -> Non
 def parse_examples(examples: Iterable[Example], grammar: Grammar) -> List[Command]:
     """Parse the commands of ``examples`` (already validated)."""
     return [grammar.parse(e.command) for e in examples]
+
+
+def command_examples(grammar: Grammar, commands: Iterable[Command]) -> List[Example]:
+    """The (command, actions) pair of each of ``commands``, the actions given by
+    :meth:`Grammar.interpret <fairseq_entropy.scan.grammar.Grammar.interpret>`: the inverse of
+    :func:`parse_examples`."""
+    return [Example(str(c), " ".join(grammar.interpret(c))) for c in commands]

@@ -42,11 +42,16 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Dict, Iterable, Mapping, Optional, Sequence, Tuple
 
+from ..errors import UserError
 from .grammar import Clause, Command
 
 COMPOUND_KINDS: Tuple[str, ...] = ("phrase", "clause", "slot", "slot_clause", "verb_pair")
 ATOM_ALPHA = 0.5
 COMPOUND_ALPHA = 0.1
+
+
+class DivergenceError(UserError, ValueError):
+    """A divergence asked of a training or test set without commands."""
 
 
 def chernoff_coefficient(p: Mapping[str, float], q: Mapping[str, float], alpha: float) -> float:
@@ -159,11 +164,27 @@ class Divergences:
 def divergences(train: Sequence[Command], test: Sequence[Command]) -> Divergences:
     """Atom and compound divergence of ``test`` from ``train`` (Keysers et al. 2020).
 
+    Returns:
+        :class:`Divergences` (atom, pooled compound and per-kind compound divergence, each in
+        [0, 1]).
+
     Raises:
-        ValueError: either set is empty.
+        DivergenceError: either set is empty, or has no compound at all (every command is
+            one clause without direction or repetition, e.g. ``walk``), so that D_C is
+            undefined.
     """
     if not train or not test:
-        raise ValueError("divergence needs a non-empty training and test set")
+        raise DivergenceError(f"divergence needs a non-empty training and test set (train has "
+                              f"{len(train)} commands, test {len(test)}). Fix: pass files "
+                              "that hold at least one command each")
+    train_compounds, test_compounds = compound_counts(train), compound_counts(test)
+    for name, compounds in (("training", train_compounds), ("test", test_compounds)):
+        if not compounds:
+            raise DivergenceError(f"the {name} set has no compounds (each of its commands is "
+                                  "one clause without direction or repetition), so the "
+                                  "compound divergence is undefined. Fix: compare sets with "
+                                  "two-clause commands or clauses with a direction or "
+                                  "repetition")
     by_kind: Dict[str, Optional[float]] = {}
     for kind in COMPOUND_KINDS:
         p, q = compound_counts(train, [kind]), compound_counts(test, [kind])
@@ -172,6 +193,5 @@ def divergences(train: Sequence[Command], test: Sequence[Command]) -> Divergence
         else:  # a kind absent from training is disjoint from the test set: 1.0
             by_kind[kind] = divergence(p, q, COMPOUND_ALPHA) if p else 1.0
     return Divergences(atom=divergence(atom_counts(train), atom_counts(test), ATOM_ALPHA),
-                       compound=divergence(compound_counts(train), compound_counts(test),
-                                           COMPOUND_ALPHA),
+                       compound=divergence(train_compounds, test_compounds, COMPOUND_ALPHA),
                        by_kind=by_kind)

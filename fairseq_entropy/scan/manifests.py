@@ -1,0 +1,95 @@
+"""A build on disk: one directory per level and the build manifest that ties them together.
+
+``<out>/manifest.json`` records the package version, the grammar (name and verbs), the build
+request (builder, seed, restricted verb, N, ...) and the levels written so far; each level
+directory holds ``{train,valid,test}.{in,out}`` and its own ``manifest.json`` (the build's
+fields and :meth:`Level.manifest <fairseq_entropy.scan.levels.Level.manifest>`).  The build
+manifest is written before the first level and after each one, so an interrupted build is
+recognised, and resumed, when the same request is run again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Sequence
+
+from ..files import atomic_directory, atomic_write_text, make_parent_dirs, read_json
+from ..version import __version__
+from .datafiles import command_examples, write_pair
+from .grammar import Grammar
+from .levels import SPLITS, BuildError, Level
+
+BUILD_MANIFEST = "manifest.json"
+
+
+def _json(obj) -> str:
+    return json.dumps(obj, indent=2, sort_keys=False) + "\n"
+
+
+def write_build(out_dir: str | os.PathLike, grammar: Grammar, levels: Sequence[Level],
+                params: dict, force: bool = False) -> Path:
+    """Write ``levels`` under ``out_dir`` with a build-level and a per-level ``manifest.json``.
+
+    Each level is written into a temporary directory that is renamed into place once complete.
+    Levels already listed in an existing manifest of the same build are kept; a level written
+    again replaces its directory.
+
+    Args:
+        params: the build request (builder, seed, restricted verb, N, ...) recorded in the
+            manifest; an existing build in ``out_dir`` with different params is refused.
+        force: replace a different existing build.
+
+    Returns:
+        ``out_dir`` as a :class:`~pathlib.Path`.
+
+    Raises:
+        BuildError: ``out_dir`` is a file, or holds a different build (or unrelated files)
+            and not ``force``.
+        DataFormatError: an existing manifest that is not valid JSON, or a file where a
+            directory is needed.
+    """
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise BuildError(f"{out} is a file. Fix: --out names the directory to write the build "
+                         "into")
+    manifest_path = out / BUILD_MANIFEST
+    record = {"package": "fairseq-entropy", "package_version": __version__,
+              "grammar": grammar.name, "verbs": list(grammar.verbs), **params}
+    if out.exists() and any(not p.name.startswith(".") for p in out.iterdir()):
+        if manifest_path.exists():
+            old = read_json(manifest_path)
+            same = {k: v for k, v in old.items() if k not in ("levels", "package_version")} == \
+                {k: v for k, v in record.items() if k not in ("levels", "package_version")}
+            if not same and not force:
+                raise BuildError(f"{out} already holds a different build ({manifest_path}). "
+                                 "Fix: choose another --out, or pass --force to replace it")
+            if not same:
+                shutil.rmtree(out)
+        elif not force:
+            raise BuildError(f"{out} is not empty and holds no {BUILD_MANIFEST}. Fix: choose "
+                             "an empty or new --out, or pass --force to replace it")
+        else:
+            shutil.rmtree(out)
+    make_parent_dirs(manifest_path)
+    old_levels = []
+    if manifest_path.exists():
+        old_levels = [n for n in read_json(manifest_path).get("levels", [])
+                      if (out / n).is_dir()]
+
+    def write_manifest(names):
+        atomic_write_text(manifest_path, _json({**record, "levels": names}))
+
+    # the manifest comes first, so that an interrupted build is recognised when re-run
+    write_manifest(old_levels)
+    names = list(old_levels)
+    for level in levels:
+        with atomic_directory(out / level.name) as tmp:
+            for split in SPLITS:
+                write_pair(tmp / split, command_examples(grammar, level.splits[split]))
+            (tmp / BUILD_MANIFEST).write_text(_json({**record, **level.manifest(grammar)}))
+        names = [n for n in names if n != level.name] + [level.name]
+        write_manifest(names)
+    return out

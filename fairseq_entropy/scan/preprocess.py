@@ -1,0 +1,119 @@
+"""The ``fairseq-preprocess`` call that turns ``{split}.{in,out}`` text files into fairseq's
+binary mmap datasets with a given dictionary.
+
+Each call runs ``python -m fairseq_cli.preprocess`` in a new interpreter, or, inside
+:func:`preprocess_processes`, fairseq-preprocess's ``main`` in a reused worker process (the
+import of fairseq costs several seconds, more than binarizing a level).  A failure, or any
+token replaced by ``<unk>``, is a :class:`~fairseq_entropy.scan.databin.BinarizeError` with
+the end of fairseq-preprocess's output.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+from pathlib import Path
+from typing import List, Optional, Sequence, Tuple
+
+from .databin import SOURCE_LANG, TARGET_LANG, BinarizeError
+
+
+#: worker processes that run fairseq-preprocess in-process; set by :func:`preprocess_processes`
+_PREPROCESS_POOL = None
+
+
+@contextlib.contextmanager
+def preprocess_processes(n: int):
+    """Inside this block, :func:`run_preprocess` runs fairseq-preprocess in ``n`` reusable
+    worker processes, each importing fairseq once, instead of one new interpreter per call
+    (whose import of fairseq costs several seconds, more than binarizing a level).
+
+    Calls from several threads share the workers.  Outside the block, or nested, each call
+    starts its own ``python -m fairseq_cli.preprocess``.
+    """
+    global _PREPROCESS_POOL
+    if _PREPROCESS_POOL is not None or n < 1:
+        yield
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    pool = ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn"))
+    _PREPROCESS_POOL = pool
+    try:
+        yield
+    finally:
+        _PREPROCESS_POOL = None
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _preprocess_main(argv: List[str]) -> Tuple[int, str]:
+    """fairseq-preprocess's ``main`` on ``argv``, in this worker process.
+
+    Returns the exit status (0 or 1) and everything it logged or printed, which would otherwise
+    reach the user's terminal.  ``main`` adds a handler logging to ``<destdir>/preprocess.log``
+    on every call; the handler is closed and removed afterwards (the file stays, as it does
+    after a ``python -m fairseq_cli.preprocess``).
+    """
+    import io
+    import logging
+    import traceback
+    from contextlib import redirect_stderr, redirect_stdout
+
+    buf = io.StringIO()
+    root = logging.getLogger()
+    with redirect_stdout(buf), redirect_stderr(buf):
+        # a root handler first, so that fairseq_cli's logging.basicConfig adds none
+        saved_handlers, saved_level = root.handlers[:], root.level
+        root.handlers = [logging.StreamHandler(buf)]
+        root.setLevel(logging.INFO)
+        from fairseq import options
+        from fairseq_cli import preprocess
+        try:
+            preprocess.main(options.get_preprocessing_parser().parse_args(argv))
+            status = 0
+        except BaseException:  # argparse exits; report like a failed subprocess
+            traceback.print_exc()
+            status = 1
+        finally:
+            for h in preprocess.logger.handlers[:]:
+                if isinstance(h, logging.FileHandler):
+                    h.close()
+                    preprocess.logger.removeHandler(h)
+            root.handlers, root.level = saved_handlers, saved_level
+    return status, buf.getvalue()
+
+
+def run_preprocess(src_dir: Path, dest: Path, dict_path: Path, splits: Sequence[str],
+                   workers: int = 1, tgt_dict_path: Optional[Path] = None) -> None:
+    """Run ``fairseq-preprocess`` on ``src_dir/{split}.{in,out}`` into ``dest`` with the
+    dictionary ``dict_path`` (for the target side too unless ``tgt_dict_path`` is given): in a
+    worker of :func:`preprocess_processes` when one is open (and ``workers`` is 1), else as a
+    new ``python -m fairseq_cli.preprocess``.
+
+    Raises:
+        BinarizeError: fairseq-preprocess failed (with the end of its output), or replaced
+            tokens by ``<unk>``.
+    """
+    argv = ["--source-lang", SOURCE_LANG, "--target-lang", TARGET_LANG,
+            "--srcdict", str(dict_path), "--tgtdict", str(tgt_dict_path or dict_path),
+            "--destdir", str(dest), "--workers", str(workers), "--dataset-impl", "mmap"]
+    for split, flag in (("train", "--trainpref"), ("valid", "--validpref"),
+                        ("test", "--testpref")):
+        if split in splits:
+            argv += [flag, str(src_dir / split)]
+    pool = _PREPROCESS_POOL
+    if pool is not None and workers == 1:
+        status, log = pool.submit(_preprocess_main, argv).result()
+    else:
+        res = subprocess.run([sys.executable, "-m", "fairseq_cli.preprocess", *argv],
+                             capture_output=True, text=True)
+        status, log = res.returncode, res.stdout + res.stderr
+    if status != 0:
+        raise BinarizeError(f"fairseq-preprocess failed on {src_dir}:\n{log[-2000:]}")
+    # fairseq-preprocess logs "... N replaced by <unk>"; the vocabulary check makes it 0.
+    for line in log.splitlines():
+        if "replaced by <unk>" in line and "0.0% replaced" not in line and " 0%" not in line:
+            raise BinarizeError(f"fairseq-preprocess replaced tokens by <unk> in {src_dir}: "
+                                f"{line.strip()}")
