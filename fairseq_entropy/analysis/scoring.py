@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..files import atomic_write_text, iter_text_lines, read_lines
-from ..scan.binarize import (SPM_MODEL, BinarizeError, detokenize_sentencepiece,
-                             read_mmap_sequences)
+from ..scan.databin import BinarizeError, read_mmap_sequences
+from ..scan.subword import SPM_MODEL, detokenize_sentencepiece
 from ..scan.grammar import CONJUNCTIONS, Grammar
 from .columns import HELD_OUT_SLOT, ScoreError
 from .metrics import graded_scores

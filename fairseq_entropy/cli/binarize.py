@@ -46,23 +46,24 @@ def add_parser(sub) -> None:
 
 def run(args) -> None:
     """``binarize``: a build directory or SCAN files into fairseq binary data."""
-    from ..scan.binarize import (binarize_build, binarize_scan_files, level_dirs,
-                                preprocess_processes, train_sentencepiece)
+    from ..scan.binarize import binarize_build, binarize_scan_files, level_dirs
+    from ..scan.preprocess import preprocess_processes
+    from ..scan.subword import train_sentencepiece
     from ..scan.grammar import Grammar
 
     if args.spm_vocab and not args.build_dir:
         raise UserError("--spm-vocab applies to a build directory (its first level's training "
-                         "split trains the model). Fix: pass the --out of 'fairseq-entropy "
-                         "build', or drop --spm-vocab")
+                        "split trains the model). Fix: pass the --out of 'fairseq-entropy "
+                        "build', or drop --spm-vocab")
     if args.spm_side != "both" and not args.spm_vocab:
         raise UserError("--spm-side applies with --spm-vocab N (the subword model's size). "
-                         "Fix: add --spm-vocab, or drop --spm-side")
+                        "Fix: add --spm-vocab, or drop --spm-side")
     if args.build_dir and (args.train or args.valid or args.test):
         raise UserError("pass either a build directory or --train/--valid/--test, not both")
     if args.build_dir and args.valid_fraction is not None:
         raise UserError("--valid-fraction applies to --train files; a build directory has "
-                         "its validation split. Fix: drop --valid-fraction (or rebuild with "
-                         "'build ... --valid-fraction')")
+                        "its validation split. Fix: drop --valid-fraction (or rebuild with "
+                        "'build ... --valid-fraction')")
     if args.build_dir:
         g = Grammar.by_name(args.grammar) if args.grammar else None
         dirs = level_dirs(args.build_dir)

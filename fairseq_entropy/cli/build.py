@@ -57,8 +57,9 @@ DEFAULT_RESTRICTED_VALUE = {"direction": "left", "modifier": "around", "repetiti
 
 def run(args) -> None:
     """``build exp1|exp2|scan``: generate data (see :mod:`fairseq_entropy.scan.builders`)."""
-    from ..scan.builders import (build_exp1, build_exp1_component, build_exp2, write_build,
-                                write_scan_language)
+    from ..scan.builders import build_exp1, build_exp2, write_scan_language
+    from ..scan.components import build_exp1_component
+    from ..scan.manifests import write_build
     from ..scan.grammar import Grammar
 
     if args.experiment == "scan":
@@ -79,7 +80,7 @@ def run(args) -> None:
     elif args.experiment == "exp1":
         if args.restricted is not None:
             raise UserError("--restricted applies to --component direction|modifier|repetition."
-                             " Fix: use --restricted-verb for verbs")
+                            " Fix: use --restricted-verb for verbs")
         # one call per level (each level has its own seeded generator, so the data are the
         # same as from one call with every level)
         levels = [lv for target in options.progress(args.levels, "build exp1", "level")

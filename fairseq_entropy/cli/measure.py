@@ -51,7 +51,7 @@ def run(args) -> None:
     unknown = [c for c in components if c not in COMPONENT_CLASSES]
     if unknown:
         raise UserError(f"unknown component class(es) {', '.join(unknown)}. Fix: --components "
-                         f"takes {', '.join(COMPONENT_CLASSES)}")
+                        f"takes {', '.join(COMPONENT_CLASSES)}")
 
     def load(path):
         ex = read_any(path)

@@ -16,7 +16,7 @@ from fairseq import utils
 from fairseq.data import Dictionary, data_utils
 
 from ..errors import UserError
-from ..scan.binarize import dictionary_words
+from ..scan.dictionary import dictionary_words
 from ..scan.grammar import Grammar
 
 

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..errors import UserError
-from ..scan.builders import level_name
+from ..scan.levels import level_name
 from .presets import load_presets
 
 #: the seeds the paper's authors trained with (their repository's run scripts)

@@ -186,7 +186,7 @@ def train_size(data_dir: str | os.PathLike) -> int:
     Raises:
         PresetError: the index file is missing or not a fairseq mmap index.
     """
-    from ..scan.binarize import SOURCE_LANG, TARGET_LANG, BinarizeError, read_mmap_index
+    from ..scan.databin import SOURCE_LANG, TARGET_LANG, BinarizeError, read_mmap_index
 
     prefix = os.path.join(str(data_dir), f"train.{SOURCE_LANG}-{TARGET_LANG}.{SOURCE_LANG}")
     try:

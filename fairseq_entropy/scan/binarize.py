@@ -29,13 +29,6 @@ from .preprocess import run_preprocess
 from .scan_files import DEFAULT_SCAN_VALID_FRACTION, hold_out, scan_manifest, sha256_of
 from .subword import SPM_MODEL, SPM_SIDES, encode_sentencepiece, sentencepiece_words
 
-# Imported only for the callers outside scan/ that still import them from this module
-# (fairseq_entropy/cli/binarize.py, analysis/scoring.py, experiments/presets.py,
-# tasks/systematicity.py); they are defined in the modules named.
-from .databin import read_mmap_index, read_mmap_sequences  # noqa: F401
-from .dictionary import dictionary_words  # noqa: F401
-from .preprocess import preprocess_processes  # noqa: F401
-from .subword import detokenize_sentencepiece, train_sentencepiece  # noqa: F401
 
 
 def binarize_level(level_dir: str | os.PathLike, dest: str | os.PathLike, grammar: Grammar,

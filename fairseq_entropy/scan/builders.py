@@ -30,11 +30,6 @@ from .levels import BuildError, Level, check_nonempty_splits, check_valid_fracti
 from .mixing import mixing_cells
 from .sampling import draw_cells, level_rng, shuffled
 
-# Imported only for the callers outside scan/ that still import them from this module
-# (fairseq_entropy/cli/build.py); they are defined in the modules named.
-from .components import build_exp1_component  # noqa: F401
-from .manifests import write_build  # noqa: F401
-
 DEFAULT_LEVELS: Tuple[float, ...] = (0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0)
 AUTHORS_SUPPORT_ORDER: Tuple[str, ...] = (
     "lunge", "squat", "crawl", "sprint", "walk", "run", "look", "jump")
