@@ -51,7 +51,7 @@ fi
 
 # 2. train + decode + score each level
 names=$(python -c "import sys
-from fairseq_entropy.scan.builders import level_name
+from fairseq_entropy.scan.levels import level_name
 print(' '.join(level_name('exp1', float(x)) for x in sys.argv[1].split(',')))" "$levels" 2>/dev/null)
 # CPU: one level per core, one thread each.  The CNN is bound by per-operation overhead, so a
 # second thread adds nothing; more runs than cores (all 7 levels at once on 2 cores) lost 16%

@@ -72,7 +72,7 @@ def dictionary_hash(*dictionaries) -> str:
 
 def dictionary_grammar(dictionary) -> str:
     """``paper`` or ``scan`` if ``dictionary`` is that grammar's fixed dictionary (the words of
-    :func:`fairseq_entropy.scan.binarize.dictionary_words` after fairseq's special symbols),
+    :func:`fairseq_entropy.scan.dictionary.dictionary_words` after fairseq's special symbols),
     else ``custom``."""
     words = dictionary.symbols[dictionary.nspecial:]
     for name in ("paper", "scan"):

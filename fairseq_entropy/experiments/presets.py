@@ -181,7 +181,7 @@ def eval_epochs(formula: str, k: int) -> int:
 
 def train_size(data_dir: str | os.PathLike) -> int:
     """Number of training examples of a binarized level, from the header of its fairseq index
-    file (:func:`~fairseq_entropy.scan.binarize.read_mmap_index`).
+    file (:func:`~fairseq_entropy.scan.databin.read_mmap_index`).
 
     Raises:
         PresetError: the index file is missing or not a fairseq mmap index.
