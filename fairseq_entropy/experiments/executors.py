@@ -12,7 +12,6 @@ Both print a :class:`~.sweep.Progress` line at least every
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import threading
 import time
@@ -22,7 +21,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
 
 from .grids import Cell
-from .processes import CHILDREN
+from .processes import CHILDREN, on_stop_signals
 from .sweep import PROGRESS_INTERVAL_S, CellResult, Progress, last_line, run_cell
 
 
@@ -31,10 +30,6 @@ def _stop_children_on_signal(pool: ThreadPoolExecutor):
     """On SIGINT or SIGTERM (main thread only): stop every running cell's process group,
     drop the cells not yet started, and exit with 128 + the signal number. A stopped cell
     resumes from its ``checkpoint_last.pt`` when the sweep is run again."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
     def stop(sig, _frame):
         CHILDREN.terminate()
         pool.shutdown(wait=False, cancel_futures=True)
@@ -43,12 +38,8 @@ def _stop_children_on_signal(pool: ThreadPoolExecutor):
               file=sys.stderr, flush=True)
         raise SystemExit(128 + sig)
 
-    old = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
+    with on_stop_signals(stop):
         yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
 
 
 def run_local(cells: Sequence[Cell], root: str | os.PathLike, slots: Sequence[dict],

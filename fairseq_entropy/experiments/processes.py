@@ -11,7 +11,27 @@ import os
 import signal
 import subprocess
 import threading
-from typing import Optional, Sequence
+from contextlib import contextmanager
+from typing import Callable, Optional, Sequence
+
+#: the signals that stop a run or a sweep
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+@contextmanager
+def on_stop_signals(handler: Callable[[int, object], None]):
+    """Install ``handler(signum, frame)`` for SIGINT and SIGTERM while the block runs, and the
+    previous handlers again after it.  Python delivers signals to the main thread only, so in
+    any other thread this installs nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {s: signal.signal(s, handler) for s in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
 
 
 class Stopping(RuntimeError):

@@ -46,7 +46,7 @@ from ..files import read_json
 from .devices import default_device
 from .locks import LockHeld, RunLock, held_by_parent
 from .presets import PresetError, load_presets, train_args
-from .processes import ProcessGroups, Stopping
+from .processes import ProcessGroups, Stopping, on_stop_signals
 
 #: checkpoint selections: name -> (label of the scored best checkpoint, fairseq-train options)
 SELECTIONS = {
@@ -148,9 +148,6 @@ def _stop_on_signal(children: ProcessGroups):
     """On SIGINT/SIGTERM (main thread only): terminate the children's process groups (killed
     after :data:`GRACE_S` seconds) and raise :class:`RunStopped` once they exited (at once when
     none runs)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
     timers = []
 
     def stop(sig, _frame):
@@ -163,12 +160,10 @@ def _stop_on_signal(children: ProcessGroups):
         t.start()
         timers.append(t)
 
-    old = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        yield
+        with on_stop_signals(stop):
+            yield
     finally:
-        for s, h in old.items():
-            signal.signal(s, h)
         for t in timers:
             t.cancel()
 
