@@ -14,6 +14,7 @@ Subcommands, one module each in this package (``add_parser(sub)`` declares the o
                           [--checkpoint last|best] [--path CHECKPOINT] [--force]
     fairseq-entropy aggregate RUNS_DIR... --out DIR
     fairseq-entropy train-args PRESET --data LEVEL_DATABIN [--epochs E]
+    fairseq-entropy run PRESET LEVEL_DATABIN RUN_DIR [--seed S] [-- fairseq-train args...]
     fairseq-entropy run PRESET LEVEL_DATABIN RUN_DIR [--seed S] [--epochs E] [--max-update U]
                         [--device cpu|gpu] [--gen-batch N] [--valid-batch N]
                         [--no-score-best] [--select valid|test-loss] [-- FAIRSEQ_TRAIN_ARGS]
