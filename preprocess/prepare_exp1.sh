@@ -9,6 +9,10 @@
 # OUT_ROOT/data-bin/seed$SEED/<level>/ (fairseq binary data, one fixed dictionary).  The same
 # seed gives byte-identical data; re-running with the same settings rewrites nothing else.
 set -euo pipefail
+case "${1:-}" in  # the header above is the help; an option is not an output root
+  -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+  -*) echo "$0: unknown option $1. Fix: see $0 --help" >&2; exit 2 ;;
+esac
 out=${1:-data/exp1}
 seed=${2:-1}
 raw=$out/raw/seed$seed

@@ -7,6 +7,10 @@
 # Writes OUT_ROOT/raw/seed$SEED/<level>/{train,valid,test}.{in,out} + manifest.json and
 # OUT_ROOT/data-bin/seed$SEED/<level>/ (fairseq binary data, one fixed dictionary).
 set -euo pipefail
+case "${1:-}" in  # the header above is the help; an option is not an output root
+  -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+  -*) echo "$0: unknown option $1. Fix: see $0 --help" >&2; exit 2 ;;
+esac
 out=${1:-data/exp2}
 seed=${2:-1}
 raw=$out/raw/seed$seed

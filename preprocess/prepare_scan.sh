@@ -10,6 +10,10 @@
 # validation split is held out of the training file with SEED (the test file is never used
 # for validation).
 set -euo pipefail
+case "${1:-}" in  # the header above is the help; an option is not an output root
+  -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+  -*) echo "$0: unknown option $1. Fix: see $0 --help" >&2; exit 2 ;;
+esac
 here=$(cd "$(dirname "$0")" && pwd)
 out=${1:-data/scan}
 seed=${2:-1}

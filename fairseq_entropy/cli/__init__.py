@@ -36,7 +36,9 @@ import sys
 from typing import Optional, Sequence
 
 from ..errors import UserError
-from . import (aggregate, binarize, build, lock, measure, recipes_dir, run, score, sweep,
+from ..version import __version__
+from . import (aggregate, binarize, build, lock, measure, options, recipes_dir, run, score,
+               sweep,
                train_args, user_dir)
 
 #: subcommand name -> its module, in the order ``--help`` lists them
@@ -47,9 +49,10 @@ COMMANDS = {"build": build, "measure": measure, "binarize": binarize, "score": s
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
-    p = argparse.ArgumentParser(
+    p = options.Parser(
         prog="fairseq-entropy",
         description="entropy-controlled systematic-generalization experiments with fairseq")
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     for module in COMMANDS.values():
         module.add_parser(sub)

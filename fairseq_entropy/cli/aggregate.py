@@ -10,7 +10,8 @@ def add_parser(sub) -> None:
     a.add_argument("roots", nargs="+", help="run directories (searched for score.json), "
                    "score.json files, or results.tsv files of earlier aggregates (to add new "
                    "seeds or levels to committed results)")
-    a.add_argument("--out", required=True)
+    a.add_argument("--out", required=True, help="output directory for results.tsv, summary.tsv, "
+                   "curves.tsv, the figures and report.md")
 
 
 def run(args) -> None:

@@ -15,7 +15,8 @@ def add_parser(sub) -> None:
     """Add the ``binarize`` subcommand to the subparsers ``sub``."""
     z = sub.add_parser("binarize", help="fairseq-preprocess with the grammar's fixed dictionary")
     z.add_argument("build_dir", nargs="?", help="directory written by 'build' (or one level)")
-    z.add_argument("--out", required=True)
+    z.add_argument("--out", required=True, help="output directory: the data-bin (one subdirectory "
+                   "per level for a build with several levels)")
     z.add_argument("--grammar", choices=["paper", "scan"], default=None,
                    help="dictionary to use (default: from the build manifest; 'scan' for "
                         "SCAN files)")

@@ -30,7 +30,8 @@ def add_parser(sub) -> None:
                            help="target second-slot entropies in bits (default 0,0.5,...,3)")
             e.add_argument("--n", type=options.positive_int, default=6000,
                            help="training commands per level")
-            e.add_argument("--restricted-verb", default="jump")
+            e.add_argument("--restricted-verb", default="jump",
+                           help="the verb never executed first in training")
             e.add_argument("--component", default="verb",
                            choices=["verb", "direction", "modifier", "repetition"],
                            help="component class whose second-slot entropy is controlled "
@@ -42,14 +43,17 @@ def add_parser(sub) -> None:
         else:
             e.add_argument("--support", type=options.ints, default=list(range(1, 9)),
                            help="support sizes k, e.g. 1..8 or 1,2,4")
-            e.add_argument("--restricted-verb", default="lunge")
+            e.add_argument("--restricted-verb", default="lunge",
+                           help="the verb never executed second in training")
             e.add_argument("--support-order", type=options.names,
                            default=list(AUTHORS_SUPPORT_ORDER),
                            help="order in which verbs join the support (the restricted verb "
                                 "always comes first)")
     s = bsub.add_parser("scan", help="the whole original SCAN language as IN:/OUT: lines")
     s.add_argument("--out", required=True, help="output file")
-    s.add_argument("--actions", choices=["scan", "paper"], default="scan")
+    s.add_argument("--actions", choices=["scan", "paper"], default="scan",
+                   help="action vocabulary: SCAN's (I_WALK, I_TURN_LEFT, ...) or the paper's "
+                        "(WALK, LTURN, ...)")
 
 
 DEFAULT_RESTRICTED_VALUE = {"direction": "left", "modifier": "around", "repetition": "twice"}

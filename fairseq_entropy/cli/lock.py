@@ -11,7 +11,7 @@ def add_parser(sub) -> None:
     """Add the ``lock`` subcommand to the subparsers ``sub``."""
     lk = sub.add_parser("lock", help="run a command while holding RUN_DIR/.lock (exit 75 "
                                      "when another process holds it)")
-    lk.add_argument("run_dir")
+    lk.add_argument("run_dir", help="the run directory whose RUN_DIR/.lock is held")
     lk.add_argument("lock_command", nargs=argparse.REMAINDER, metavar="-- COMMAND",
                     help="the command and its arguments")
 

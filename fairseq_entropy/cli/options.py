@@ -19,6 +19,15 @@ class DefaultsHelpFormatter(argparse.HelpFormatter):
         return f"{text} (default: %(default)s)"
 
 
+class Parser(argparse.ArgumentParser):
+    """The parser class of every (sub)command: help shows defaults
+    (:class:`DefaultsHelpFormatter`); ``add_subparsers`` makes subparsers of this class too."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", DefaultsHelpFormatter)
+        super().__init__(*args, **kwargs)
+
+
 def floats(text: str) -> List[float]:
     """Comma-separated numbers, e.g. ``0,0.5,1`` (argparse type)."""
     try:

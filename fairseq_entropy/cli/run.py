@@ -36,7 +36,7 @@ def _add_options(p) -> None:
 
 def add_parser(sub) -> None:
     """Add the ``run`` subcommand to the subparsers ``sub``."""
-    r = sub.add_parser("run", usage=USAGE, formatter_class=options.DefaultsHelpFormatter,
+    r = sub.add_parser("run", usage=USAGE,
                        help="train, decode and score one run (exit 75 when another process "
                             "holds RUN_DIR/.lock)",
                        description="Train PRESET on LEVEL_DATABIN in RUN_DIR (resuming from "

@@ -14,7 +14,7 @@ def add_parser(sub) -> None:
     from ..analysis.columns import CHECKPOINT_LABELS
 
     sc = sub.add_parser("score", help="exact-match accuracy of fairseq-generate output")
-    sc.add_argument("generate_output")
+    sc.add_argument("generate_output", help="the output of fairseq-generate (its stdout)")
     sc.add_argument("--out", required=True, help="directory for examples.tsv and score.json")
     sc.add_argument("--data", help="level directory (raw or binarized) with manifest.json "
                     "(default: the training data recorded in the checkpoint)")

@@ -27,7 +27,8 @@ def add_parser(sub) -> None:
     w.add_argument("--executor", choices=["local", "slurm", "submitit-local", "submitit-debug"],
                    default="local", help="local worker processes, or a submitit job array "
                    "(slurm; submitit-local / submitit-debug run it without Slurm)")
-    w.add_argument("--device", choices=["auto", "cpu", "gpu"], default="auto")
+    w.add_argument("--device", choices=["auto", "cpu", "gpu"], default="auto",
+                   help="where the cells train: auto is gpu when torch sees one")
     w.add_argument("--gpus", type=int, help="number of GPUs (default: "
                                             "torch.cuda.device_count())")
     w.add_argument("--per-gpu", type=int, default=8, help="runs packed on each GPU")

@@ -9,12 +9,14 @@ from . import options
 def add_parser(sub) -> None:
     """Add the ``train-args`` subcommand to the subparsers ``sub``."""
     t = sub.add_parser("train-args", help="print fairseq-train arguments of a preset")
-    t.add_argument("preset")
+    t.add_argument("preset", help="preset name (an unknown name lists the known ones)")
     t.add_argument("--data", required=True, help="binarized level directory")
     t.add_argument("--presets", help="presets file (default: the presets.json shipped in "
                                      "fairseq_entropy/experiments)")
-    t.add_argument("--epochs", type=options.positive_float)
-    t.add_argument("--max-update", type=options.positive_int)
+    t.add_argument("--epochs", type=options.positive_float,
+                   help="epochs, overriding the preset's schedule")
+    t.add_argument("--max-update", type=options.positive_int,
+                   help="updates, overriding the preset's schedule")
     t.add_argument("--field", help="print one field of the preset instead (e.g. model)")
 
 

@@ -1,0 +1,75 @@
+"""Every option of every subcommand is documented: it has help, and the help names its
+default; ``--version`` answers; the preprocess scripts answer ``--help`` without writing."""
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fairseq_entropy.cli import build_parser, main
+from fairseq_entropy.version import __version__
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def parsers(parser=None, name="fairseq-entropy"):
+    """(command name, parser) of the top parser and every subparser, walked from argparse."""
+    parser = parser or build_parser()
+    yield name, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub_name, sub in action.choices.items():
+                yield from parsers(sub, f"{name} {sub_name}")
+
+
+def documented_actions():
+    for name, parser in parsers():
+        for a in parser._actions:
+            if not isinstance(a, (argparse._HelpAction, argparse._VersionAction,
+                                  argparse._SubParsersAction)) \
+                    and a.help != argparse.SUPPRESS:  # hidden on purpose (run's `-- ARGS`)
+                yield name, parser, a
+
+
+def test_the_walk_reaches_every_subcommand():
+    names = {n for n, _ in parsers()}
+    assert {"fairseq-entropy build exp1", "fairseq-entropy build scan", "fairseq-entropy run",
+            "fairseq-entropy sweep", "fairseq-entropy lock"} <= names
+    assert len(names) == 1 + 10 + 1 + 3  # top, run + 10 other verbs, build's 3 data sets
+
+
+@pytest.mark.parametrize("name,parser,action", list(documented_actions()),
+                         ids=lambda x: x if isinstance(x, str) else
+                         "/".join(getattr(x, "option_strings", None) or [getattr(x, "dest", "")]))
+def test_every_option_has_help_that_names_its_default(name, parser, action):
+    assert action.help and action.help.strip(), f"{name} {action.option_strings or action.dest}"
+    text = parser.format_help()
+    shown = parser._get_formatter()._get_help_string(action)
+    default = action.default
+    if action.option_strings and default is not None and not isinstance(default, bool) \
+            and default != argparse.SUPPRESS:
+        assert "default" in shown, f"{name} {action.option_strings}: {shown!r}"
+    assert " ".join(action.help.split()[:3]) in " ".join(text.split())
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0
+    assert capsys.readouterr().out.strip() == f"fairseq-entropy {__version__}"
+
+
+@pytest.mark.parametrize("script", sorted((REPO / "preprocess").glob("prepare_*.sh")),
+                         ids=lambda p: p.name)
+def test_preprocess_scripts_answer_help_and_refuse_options(script, tmp_path):
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
+    res = subprocess.run(["bash", str(script), "--help"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True)
+    assert res.returncode == 0 and f"preprocess/{script.name} [OUT_ROOT]" in res.stdout
+    bad = subprocess.run(["bash", str(script), "--out"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "unknown option --out. Fix:" in bad.stderr
+    assert list(tmp_path.iterdir()) == []  # nothing written
