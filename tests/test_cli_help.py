@@ -1,5 +1,6 @@
 """Every option of every subcommand is documented: it has help, and the help names its
-default; ``--version`` answers; the preprocess scripts answer ``--help`` without writing."""
+default; ``--version`` answers; the preprocess scripts answer ``--help`` without writing; an
+interrupted command prints one line, no traceback."""
 import argparse
 import os
 import subprocess
@@ -73,3 +74,19 @@ def test_preprocess_scripts_answer_help_and_refuse_options(script, tmp_path):
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "unknown option --out. Fix:" in bad.stderr
     assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+def test_ctrl_c_prints_one_line_and_exits_130(tmp_path, capsys, monkeypatch):
+    """A KeyboardInterrupt in the middle of a build (raised where the first level is
+    written) ends the command with one line and status 130, and leaves no level behind."""
+    import fairseq_entropy.scan.manifests as manifests
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(manifests, "write_build", interrupted)
+    out = tmp_path / "exp1"
+    assert main(["build", "exp1", "--out", str(out), "--levels", "3", "--n", "50"]) == 130
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "build: interrupted" in err and "Traceback" not in err
+    assert not out.exists()

@@ -25,13 +25,15 @@ Subcommands, one module each in this package (``add_parser(sub)`` declares the o
 
 A :class:`~fairseq_entropy.errors.UserError` (every domain error extends it) or an
 ``OSError`` is printed as one line ``fairseq-entropy: error: ...`` with exit status 2, and
-nothing is written; any other exception is a bug and keeps its traceback.
+nothing is written; Ctrl-C prints one line and exits 130; any other exception is a bug and
+keeps its traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
 from typing import Optional, Sequence
 
@@ -83,4 +85,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except (UserError, OSError) as e:
         print(f"fairseq-entropy: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: every write goes through a temporary name
+        print(f"fairseq-entropy {args.command}: interrupted; what it was writing was left as "
+              "it was. Fix: run the same command again", file=sys.stderr)
+        return 128 + signal.SIGINT
     return status or 0
