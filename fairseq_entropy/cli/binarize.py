@@ -3,8 +3,6 @@ with the grammar's fixed dictionary (:mod:`fairseq_entropy.scan.binarize`)."""
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 
 from ..errors import UserError
@@ -47,10 +45,11 @@ def add_parser(sub) -> None:
 
 def run(args) -> None:
     """``binarize``: a build directory or SCAN files into fairseq binary data."""
-    from ..scan.binarize import binarize_build, binarize_scan_files, level_dirs
-    from ..scan.preprocess import preprocess_processes
-    from ..scan.subword import train_sentencepiece
+    from ..files import read_json
+    from ..scan.binarize import binarize_build_in_parallel, binarize_scan_files, level_dirs
     from ..scan.grammar import Grammar
+    from ..scan.scan_files import scan_files_summary
+    from ..scan.subword import train_sentencepiece
 
     if args.spm_vocab and not args.build_dir:
         raise UserError("--spm-vocab applies to a build directory (its first level's training "
@@ -67,39 +66,20 @@ def run(args) -> None:
                         "'build ... --valid-fraction')")
     if args.build_dir:
         g = Grammar.by_name(args.grammar) if args.grammar else None
-        dirs = level_dirs(args.build_dir)
-        spm_model = (train_sentencepiece(dirs[0], args.spm_vocab, args.spm_side)
-                     if args.spm_vocab else None)
-        if spm_model is not None:
+        spm_model = None
+        if args.spm_vocab:
+            first = level_dirs(args.build_dir)[0]
+            spm_model = train_sentencepiece(first, args.spm_vocab, args.spm_side)
             files = "train.{in,out}" if args.spm_side == "both" else "train.in"
-            print(f"sentencepiece: {args.spm_vocab} pieces trained on {dirs[0]}/{files}")
-        if dirs == [Path(args.build_dir)]:
-            outs = binarize_build(args.build_dir, args.out, g, args.workers, spm_model,
-                                  args.spm_side)
-        else:  # levels in parallel, with a progress bar; fairseq is imported once per process
-            from concurrent.futures import ThreadPoolExecutor, as_completed
-
-            jobs = min(args.jobs or os.cpu_count() or 1, len(dirs))
-            with preprocess_processes(jobs), ThreadPoolExecutor(jobs) as pool:
-                futures = {pool.submit(binarize_build, d, Path(args.out) / d.name, g,
-                                       args.workers, spm_model, args.spm_side): i
-                           for i, d in enumerate(dirs)}
-                done = {}
-                for f in options.progress(as_completed(futures), "binarize", "level", len(futures)):
-                    done[futures[f]] = f.result()  # the first error is raised here
-            outs = [o for i in sorted(done) for o in done[i]]
+            print(f"sentencepiece: {args.spm_vocab} pieces trained on {first}/{files}")
+        outs = binarize_build_in_parallel(
+            args.build_dir, args.out, g, args.workers, args.jobs, spm_model, args.spm_side,
+            each=lambda done, total: options.progress(done, "binarize", "level", total))
     else:
         g = Grammar.by_name(args.grammar or "scan")
         outs = [binarize_scan_files(args.out, g, args.train, args.valid, args.test,
                                     args.workers, args.valid_fraction, args.seed)]
-        man = json.loads((Path(args.out) / "manifest.json").read_text())
-        held = man["valid"]
-        if "fraction" in held:
-            print(f"no --valid file: held out {man['sizes']['valid']} of the "
-                  f"{man['sizes']['train'] + man['sizes']['valid']} commands of {args.train} "
-                  f"for validation (fraction {held['fraction']}, seed {held['seed']})")
-        pairs = ", ".join(f"({v}, {slot})" for v, slot in man["restricted_pairs"]) or "none"
-        print(f"splits: {', '.join(f'{k} {v}' for k, v in man['sizes'].items())}; "
-              f"(verb, slot) pairs in test but not in train: {pairs}")
+        print(scan_files_summary(read_json(Path(args.out) / "manifest.json"), args.train),
+              end="")
     for o in outs:
         print(f"binarized {o}")

@@ -1,5 +1,5 @@
 """``fairseq-entropy build exp1|exp2|scan``: generate an entropy-controlled data set
-(:mod:`fairseq_entropy.scan.builders`)."""
+(:mod:`fairseq_entropy.scan.build_requests`)."""
 
 from __future__ import annotations
 
@@ -56,15 +56,13 @@ def add_parser(sub) -> None:
                         "(WALK, LTURN, ...)")
 
 
-DEFAULT_RESTRICTED_VALUE = {"direction": "left", "modifier": "around", "repetition": "twice"}
-
-
 def run(args) -> None:
-    """``build exp1|exp2|scan``: generate data (see :mod:`fairseq_entropy.scan.builders`)."""
-    from ..scan.builders import build_exp1, build_exp2, write_scan_language
-    from ..scan.components import build_exp1_component
-    from ..scan.manifests import write_build
+    """``build exp1|exp2|scan``: generate data (:mod:`fairseq_entropy.scan.build_requests`,
+    :func:`fairseq_entropy.scan.builders.write_scan_language`)."""
+    from ..scan.build_requests import level_summary, request_exp1, request_exp2
+    from ..scan.builders import write_scan_language
     from ..scan.grammar import Grammar
+    from ..scan.manifests import write_build
 
     if args.experiment == "scan":
         if Path(args.out).is_dir():
@@ -73,37 +71,16 @@ def run(args) -> None:
         print(f"wrote {n} SCAN commands to {args.out}")
         return
     grammar = Grammar.paper(args.verbs)
-    if args.experiment == "exp1" and args.component != "verb":
-        restricted = args.restricted or DEFAULT_RESTRICTED_VALUE[args.component]
-        levels = [lv for target in options.progress(args.levels, "build exp1", "level")
-                  for lv in build_exp1_component(grammar, args.component, restricted, [target],
-                                                 args.n, args.seed, args.valid_fraction)]
-        params = {"builder": "exp1-mixing", "seed": args.seed, "n_train": args.n,
-                  "component": args.component, "restricted_value": restricted,
-                  "valid_fraction": args.valid_fraction}
-    elif args.experiment == "exp1":
-        if args.restricted is not None:
-            raise UserError("--restricted applies to --component direction|modifier|repetition."
-                            " Fix: use --restricted-verb for verbs")
-        # one call per level (each level has its own seeded generator, so the data are the
-        # same as from one call with every level)
-        levels = [lv for target in options.progress(args.levels, "build exp1", "level")
-                  for lv in build_exp1(grammar, [target], args.n, args.restricted_verb,
-                                       args.seed, args.valid_fraction)]
-        params = {"builder": "exp1-mixing", "seed": args.seed, "n_train": args.n,
-                  "restricted_verb": args.restricted_verb,
-                  "valid_fraction": args.valid_fraction}
+    if args.experiment == "exp1":
+        levels, params = request_exp1(
+            grammar, args.levels, args.n, args.seed, args.valid_fraction, args.restricted_verb,
+            args.component, args.restricted,
+            each=lambda xs: options.progress(xs, "build exp1", "level"))
     else:
-        levels = [lv for k in options.progress(args.support, "build exp2", "level")
-                  for lv in build_exp2(grammar, [k], args.restricted_verb, args.seed,
-                                       args.support_order, args.valid_fraction)]
-        params = {"builder": "exp2-support", "seed": args.seed,
-                  "restricted_verb": args.restricted_verb, "support_order": args.support_order,
-                  "valid_fraction": args.valid_fraction}
+        levels, params = request_exp2(
+            grammar, args.support, args.seed, args.valid_fraction, args.restricted_verb,
+            args.support_order, each=lambda xs: options.progress(xs, "build exp2", "level"))
     write_build(args.out, grammar, levels, params, force=args.force)
     for lv in levels:
-        man = lv.manifest(grammar)
-        print(f"{lv.name}: target {lv.target_bits:.3f} bits, measured {man['entropy_bits']:.4f} "
-              f"bits ({lv.controlled_slot} slot); train {man['sizes']['train']}, valid "
-              f"{man['sizes']['valid']}, test {man['sizes']['test']}")
+        print(level_summary(lv, grammar))
     print(f"wrote {len(levels)} level(s) to {args.out}")

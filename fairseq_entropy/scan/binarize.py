@@ -18,17 +18,16 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Callable, Dict, Iterable, List, Optional
 
 from ..files import atomic_directory, read_json
 from .databin import SOURCE_LANG, TARGET_LANG, BinarizeError
 from .datafiles import Example, read_pair, read_scan_file, write_pair
 from .dictionary import check_vocabulary, write_dictionary
 from .grammar import Grammar
-from .preprocess import run_preprocess
+from .preprocess import preprocess_processes, run_preprocess
 from .scan_files import DEFAULT_SCAN_VALID_FRACTION, hold_out, scan_manifest, sha256_of
 from .subword import SPM_MODEL, SPM_SIDES, encode_sentencepiece, sentencepiece_words
-
 
 
 def binarize_level(level_dir: str | os.PathLike, dest: str | os.PathLike, grammar: Grammar,
@@ -127,7 +126,8 @@ def level_dirs(build_dir: str | os.PathLike) -> List[Path]:
     ``train.in``, sorted by name.
 
     Raises:
-        BinarizeError: ``build_dir`` is a file, or neither a level nor a build directory.
+        BinarizeError: ``build_dir`` is a file, neither a level nor a build directory, or a
+            build whose manifest lists no levels.
         DataFormatError: its ``manifest.json`` is not valid JSON (names the file and line).
     """
     build_dir = Path(build_dir)
@@ -138,7 +138,11 @@ def level_dirs(build_dir: str | os.PathLike) -> List[Path]:
                             "'fairseq-entropy build', or SCAN files with --train/--test")
     manifest = build_dir / "manifest.json"
     if manifest.exists():
-        return [build_dir / n for n in read_json(manifest).get("levels", [])]
+        listed = [build_dir / n for n in read_json(manifest).get("levels", [])]
+        if not listed:
+            raise BinarizeError(f"{manifest} lists no levels (a build stopped before its first "
+                                "level). Fix: run the same 'fairseq-entropy build' again")
+        return listed
     found = sorted(p for p in build_dir.iterdir() if (p / f"train.{SOURCE_LANG}").exists()) \
         if build_dir.is_dir() else []
     if not found:
@@ -184,6 +188,49 @@ def binarize_build(build_dir: str | os.PathLike, out: str | os.PathLike,
         return [binarize_level(build_dir, out, grammar, workers, spm_model, spm_side)]
     return [binarize_level(d, out / d.name, grammar, workers, spm_model, spm_side)
             for d in dirs]
+
+
+def binarize_build_in_parallel(build_dir: str | os.PathLike, out: str | os.PathLike,
+                               grammar: Optional[Grammar] = None, workers: int = 1,
+                               jobs: Optional[int] = None, spm_model: Optional[bytes] = None,
+                               spm_side: str = "both",
+                               each: Callable[[Iterable, int], Iterable] = lambda done, total: done
+                               ) -> List[Path]:
+    """Binarize every level of a build into ``out/<level>``, ``jobs`` levels at once (default:
+    one per CPU core, at most one per level), or a single level into ``out``.
+
+    The levels run in threads that share ``jobs`` fairseq-preprocess worker processes
+    (:func:`~fairseq_entropy.scan.preprocess.preprocess_processes`), so fairseq is imported
+    once per process.  Each level is :func:`binarize_build` of its directory: without
+    ``grammar``, the grammar named in that level's manifest.
+
+    Args:
+        workers: fairseq-preprocess workers per level.
+        jobs: levels binarized at once; ``None``: ``os.cpu_count()``.
+        spm_model, spm_side: the subword model and the sides it cuts (:func:`binarize_level`).
+        each: ``each(finished, total)`` wraps the iterable of finished levels and their
+            number (e.g. a progress bar).
+
+    Returns:
+        the binarized level directories, in the order of :func:`level_dirs`.
+
+    Raises:
+        BinarizeError, DataFormatError: as :func:`level_dirs` and :func:`binarize_level`;
+            the first failing level's error (the others still run to the end).
+    """
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+
+    dirs = level_dirs(build_dir)
+    if dirs == [Path(build_dir)]:
+        return binarize_build(build_dir, out, grammar, workers, spm_model, spm_side)
+    jobs = min(jobs or os.cpu_count() or 1, len(dirs))
+    with preprocess_processes(jobs), ThreadPoolExecutor(jobs) as pool:
+        futures = {pool.submit(binarize_build, d, Path(out) / d.name, grammar, workers,
+                               spm_model, spm_side): i for i, d in enumerate(dirs)}
+        done = {}
+        for f in each(as_completed(futures), len(futures)):
+            done[futures[f]] = f.result()  # the first error is raised here
+    return [o for i in sorted(done) for o in done[i]]
 
 
 def binarize_scan_files(out: str | os.PathLike, grammar: Grammar, train: Optional[str] = None,

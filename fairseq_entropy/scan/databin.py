@@ -46,7 +46,7 @@ def read_mmap_index(prefix: str | os.PathLike) -> Tuple[np.dtype, np.ndarray, np
     try:
         with open(path, "rb") as f:
             blob = f.read()
-    except OSError:
+    except OSError as e:
         folder, name = os.path.split(path)
         levels = sorted(entry.name for entry in os.scandir(folder or ".")
                         if entry.is_dir() and os.path.isfile(os.path.join(entry.path, name))) \
@@ -55,9 +55,9 @@ def read_mmap_index(prefix: str | os.PathLike) -> Tuple[np.dtype, np.ndarray, np
             shown = ", ".join(os.path.join(folder, lv) for lv in levels[:4])
             raise BinarizeError(f"{path} not found: {folder} holds binarized levels "
                                 f"({', '.join(levels)}), not one level. Fix: pass one level "
-                                f"folder, e.g. {shown}") from None
+                                f"folder, e.g. {shown}") from e
         raise BinarizeError(f"{path} not found. Fix: binarize the level first "
-                            "(fairseq-entropy binarize)") from None
+                            "(fairseq-entropy binarize)") from e
     if len(blob) < 26 or blob[:9] != _MMAP_MAGIC or \
             int.from_bytes(blob[9:17], "little") != 1 or blob[17] not in _MMAP_DTYPES:
         raise BinarizeError(f"{path} is not a fairseq mmap index. Fix: binarize the level "
@@ -81,8 +81,8 @@ def read_mmap_sequences(prefix: str | os.PathLike) -> List[np.ndarray]:
     dtype, sizes, pointers = read_mmap_index(prefix)
     try:
         data = Path(f"{prefix}.bin").read_bytes()
-    except OSError:
-        raise BinarizeError(f"{prefix}.bin not found. Fix: binarize the level again") from None
+    except OSError as e:
+        raise BinarizeError(f"{prefix}.bin not found. Fix: binarize the level again") from e
     end = int(pointers[-1]) + int(sizes[-1]) * dtype.itemsize if len(sizes) else 0
     if len(data) < end:
         raise BinarizeError(f"{prefix}.bin is truncated. Fix: binarize the level again")

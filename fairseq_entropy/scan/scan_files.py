@@ -113,3 +113,32 @@ def scan_manifest(name: str, grammar: Grammar, splits: Dict[str, List[Example]],
         "slots": {s: st.as_dict() for s, st in stats.items()},
     }
 
+
+
+def scan_files_summary(manifest: dict, train_name: Optional[str]) -> str:
+    """The lines ``fairseq-entropy binarize --train ...`` prints about the binarized SCAN files:
+    the validation split held out of ``train_name`` (when the manifest's ``valid`` records a
+    ``fraction``), the split sizes and the restricted (verb, slot) pairs (in test, not in
+    train).
+
+    Args:
+        manifest: the ``manifest.json`` written by :func:`scan_manifest`.
+        train_name: the training file as the user named it.
+
+    Returns:
+        one or two lines, each ending in a newline.
+
+    Raises:
+        KeyError: ``manifest`` lacks ``valid``, ``sizes`` or ``restricted_pairs``.
+    """
+    held = manifest["valid"]
+    lines = []
+    if "fraction" in held:
+        sizes = manifest["sizes"]
+        lines.append(f"no --valid file: held out {sizes['valid']} of the "
+                     f"{sizes['train'] + sizes['valid']} commands of {train_name} for "
+                     f"validation (fraction {held['fraction']}, seed {held['seed']})")
+    pairs = ", ".join(f"({v}, {slot})" for v, slot in manifest["restricted_pairs"]) or "none"
+    lines.append(f"splits: {', '.join(f'{k} {v}' for k, v in manifest['sizes'].items())}; "
+                 f"(verb, slot) pairs in test but not in train: {pairs}")
+    return "".join(line + "\n" for line in lines)

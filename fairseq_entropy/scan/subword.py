@@ -70,8 +70,7 @@ def train_sentencepiece(level_dir: str | os.PathLike, vocab_size: int,
         reason = str(e).split("]", 1)[-1].strip()
         raise BinarizeError(f"sentencepiece cannot train a {vocab_size}-piece model on "
                             f"{level_dir}/train.{{{','.join(SPM_SIDES[side])}}}: {reason} Fix: "
-                            "choose another "
-                            "--spm-vocab") from None
+                            "choose another --spm-vocab") from e
     return model.getvalue()
 
 

@@ -1,0 +1,65 @@
+"""Build requests (the options of ``fairseq-entropy build`` into levels and manifest params),
+the SCAN-files summary lines, and a build manifest without levels."""
+
+import json
+
+import pytest
+
+from fairseq_entropy.scan.binarize import level_dirs
+from fairseq_entropy.scan.build_requests import level_summary, request_exp1, request_exp2
+from fairseq_entropy.scan.builders import build_exp1, build_exp2
+from fairseq_entropy.scan.databin import BinarizeError
+from fairseq_entropy.scan.grammar import Grammar
+from fairseq_entropy.scan.levels import BuildError
+from fairseq_entropy.scan.scan_files import scan_files_summary
+
+
+def test_request_exp1_is_build_exp1_level_by_level():
+    g = Grammar.paper()
+    seen = []
+    levels, params = request_exp1(g, [0.0, 1.5], 200, 3, 0.05,
+                                  each=lambda xs: [seen.append(x) or x for x in xs])
+    assert seen == [0.0, 1.5]
+    assert params == {"builder": "exp1-mixing", "seed": 3, "n_train": 200,
+                      "restricted_verb": "jump", "valid_fraction": 0.05}
+    whole = build_exp1(g, [0.0, 1.5], 200, "jump", 3, 0.05)
+    assert [lv.splits for lv in levels] == [lv.splits for lv in whole]
+
+
+def test_request_exp1_component_default_value_and_verb_refuses_restricted():
+    g = Grammar.paper()
+    levels, params = request_exp1(g, [1.0], 120, 1, 0.1, component="modifier")
+    assert params["component"] == "modifier" and params["restricted_value"] == "around"
+    assert levels[0].component == "modifier"
+    with pytest.raises(BuildError, match="--restricted applies to --component"):
+        request_exp1(g, [1.0], 120, 1, 0.1, restricted="left")
+
+
+def test_request_exp2_params_and_summary():
+    g = Grammar.paper()
+    levels, params = request_exp2(g, [2], 1, 0.05)
+    assert params["builder"] == "exp2-support" and params["restricted_verb"] == "lunge"
+    assert [lv.splits for lv in levels] == [lv.splits for lv in build_exp2(g, [2])]
+    man = levels[0].manifest(g)
+    assert level_summary(levels[0], g) == (
+        f"support_2: target 1.000 bits, measured {man['entropy_bits']:.4f} bits (first slot); "
+        f"train {man['sizes']['train']}, valid {man['sizes']['valid']}, test 7056")
+
+
+def test_scan_files_summary():
+    man = {"valid": {"fraction": 0.1, "seed": 3}, "sizes": {"train": 36, "valid": 4, "test": 9},
+           "restricted_pairs": [["jump", "first"]]}
+    assert scan_files_summary(man, "t.txt") == (
+        "no --valid file: held out 4 of the 40 commands of t.txt for validation (fraction 0.1,"
+        " seed 3)\nsplits: train 36, valid 4, test 9; (verb, slot) pairs in test but not in "
+        "train: (jump, first)\n")
+    man["valid"] = {"path": "v.txt"}
+    man["restricted_pairs"] = []
+    assert scan_files_summary(man, "t.txt").startswith("splits: train 36") and \
+        scan_files_summary(man, "t.txt").endswith("not in train: none\n")
+
+
+def test_level_dirs_of_a_build_without_levels(tmp_path):
+    (tmp_path / "manifest.json").write_text(json.dumps({"levels": []}))
+    with pytest.raises(BinarizeError, match="lists no levels"):
+        level_dirs(tmp_path)
