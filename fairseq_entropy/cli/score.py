@@ -37,15 +37,14 @@ def run(args) -> None:
     """``score``: exact-match accuracy of one fairseq-generate output, with its provenance."""
     from ..analysis.provenance import resolve_provenance
     from ..analysis.scoring import score_lines, write_score
-    from ..experiments.presets import PresetError, load_presets
+    from ..experiments.presets import check_preset, load_presets
 
     if (Path(args.out) / "score.json").exists() and not args.force:
         raise UserError(f"{Path(args.out) / 'score.json'} already exists. Fix: pass --force "
                         "to replace it, or choose another --out")
     presets = load_presets()
-    if args.preset is not None and args.preset not in presets:
-        raise PresetError(f"unknown preset {args.preset!r}; known: "
-                          f"{', '.join(sorted(presets))}")
+    if args.preset is not None:
+        check_preset(presets, args.preset)
     run = resolve_provenance(args.generate_output, args.checkpoint, presets, path=args.path,
                              data=args.data, preset=args.preset, model=args.model,
                              seed=args.seed, split=args.split)

@@ -22,12 +22,10 @@ def add_parser(sub) -> None:
 
 def run(args) -> None:
     """``train-args``: print the fairseq-train arguments of a preset."""
-    from ..experiments.presets import PresetError, load_presets, train_args
+    from ..experiments.presets import check_preset, load_presets, train_args
 
     presets = load_presets(args.presets)
-    if args.preset not in presets:
-        raise PresetError(f"unknown preset {args.preset!r}; known: {', '.join(sorted(presets))}")
-    preset = presets[args.preset]
+    preset = check_preset(presets, args.preset)
     if args.field:
         value = preset.get(args.field, args.preset if args.field == "model" else None)
         print(value if value is not None else "")

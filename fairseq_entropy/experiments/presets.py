@@ -164,6 +164,18 @@ _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
         ast.FloorDiv: operator.floordiv}
 
 
+def check_preset(presets: dict, name: str) -> dict:
+    """The preset ``name`` of the loaded ``presets`` table (:func:`load_presets`).
+
+    Raises:
+        PresetError: an unknown name (lists the known ones and the fix).
+    """
+    if name not in presets:
+        raise PresetError(f"unknown preset {name!r}; known: {', '.join(sorted(presets))}. Fix: "
+                          "pass one of them (fairseq-entropy train-args lists them)")
+    return presets[name]
+
+
 def eval_epochs(formula: str, k: int) -> int:
     """Evaluate an integer formula in ``k`` (only + - * // and parentheses)."""
     def ev(node):

@@ -45,7 +45,7 @@ from ..errors import UserError
 from ..files import read_json
 from .devices import default_device
 from .locks import LockHeld, RunLock, held_by_parent
-from .presets import PresetError, load_presets, train_args
+from .presets import check_preset, load_presets, train_args
 from .processes import ProcessGroups, Stopping, on_stop_signals
 
 #: checkpoint selections: name -> (label of the scored best checkpoint, fairseq-train options)
@@ -288,9 +288,7 @@ def run_level(preset: str, databin: str | os.PathLike, run_dir: str | os.PathLik
         print(f"skip {run_dir} (already scored)", file=out, flush=True)
         return RunResult("skipped", str(run_dir), acc, "scored before")
     table = load_presets(presets)
-    if preset not in table:
-        raise PresetError(f"unknown preset {preset!r}; known: {', '.join(sorted(table))}. Fix: "
-                          "pass one of them (fairseq-entropy train-args lists them)")
+    check_preset(table, preset)
     lock = None
     if not held_by_parent(run):
         try:
