@@ -1,8 +1,11 @@
 """Training presets: the hyper-parameters of each configuration, turned into fairseq-train args.
 
 Presets ship with the package as ``fairseq_entropy/experiments/presets.json`` (read with
-:mod:`importlib.resources`, so a plain ``pip install`` has them; ``--presets FILE`` reads
-another file).  Epoch-based schedules are converted to updates, because fairseq's ``cosine``
+:mod:`importlib.resources`, so a plain ``pip install`` has them).  A user's presets file
+(``--presets FILE``, ``PRESETS=FILE``, a grid's ``presets_file``) adds its presets to the
+packaged ones; they may extend packaged presets by name.  A user preset may not redefine a
+packaged name with other content (an identical copy is accepted, so a copy of the packaged file
+still loads): it would change what the name means in scores and aggregates.  Epoch-based schedules are converted to updates, because fairseq's ``cosine``
 scheduler needs ``--max-update``: with N training commands and batch size b, one epoch is
 ceil(N / b) updates; the warm-up is ``warmup_fraction`` of all updates.
 
@@ -79,15 +82,23 @@ def read_presets_file(path=None) -> tuple:
     return raw, text, source
 
 
-def expand_presets(raw: Dict[str, dict], source="presets file", text: str = "") -> Dict[str, dict]:
+def expand_presets(raw: Dict[str, dict], source="presets file", text: str = "",
+                   known: Optional[Dict[str, dict]] = None) -> Dict[str, dict]:
     """Resolve ``extends`` and ``key+`` of every entry; returns name -> flat preset.
 
     The result keeps bases (names starting with ``_``) and holds no ``extends`` or ``+`` keys.
+
+    Args:
+        raw: preset name -> entry, as written in the file.
+        source, text: the file and its text, for the file:line of error messages.
+        known: already expanded presets (e.g. the packaged ones) that an entry of ``raw``
+            may also extend; they are not part of the result.
 
     Raises:
         PresetError: unknown key, unknown or cyclic ``extends``, or ``key+`` on a key that is
             not a list or ``notes``; the message names the file, line and preset.
     """
+    known = known or {}
     done: Dict[str, dict] = {}
 
     def where(name):
@@ -111,10 +122,14 @@ def expand_presets(raw: Dict[str, dict], source="presets file", text: str = "") 
         parents = [parents] if isinstance(parents, str) else list(parents)
         merged: dict = {}
         for parent in parents:
-            if parent not in raw:
+            if parent in raw:
+                merged.update(resolve(parent, chain + [name]))
+            elif parent in known:
+                merged.update(known[parent])
+            else:
                 raise PresetError(f"{where(name)}: extends unknown preset {parent!r}. Fix: "
-                                  "name a preset of the same file")
-            merged.update(resolve(parent, chain + [name]))
+                                  "name a preset of the same file or a packaged one "
+                                  "(fairseq-entropy train-args --help)")
         for key, value in entry.items():
             if key == "extends" or key.endswith("+"):
                 continue
@@ -138,10 +153,13 @@ def expand_presets(raw: Dict[str, dict], source="presets file", text: str = "") 
 
 def load_presets(path: Optional[str | os.PathLike] = None, bases: bool = False
                  ) -> Dict[str, dict]:
-    """Read a presets file (default: the packaged one) and expand it.
+    """The packaged presets, plus those of a user's presets file, expanded.
+
+    The user's entries may extend packaged presets (and bases) by name.  An entry named like a
+    packaged preset must be identical to it (a copy of the packaged file loads).
 
     Args:
-        path: a presets file, or None for :func:`default_presets_path`.
+        path: a user's presets file, or None for the packaged presets only.
         bases: also return the bases (names starting with ``_``).
 
     Returns:
@@ -149,15 +167,33 @@ def load_presets(path: Optional[str | os.PathLike] = None, bases: bool = False
 
     Raises:
         PresetError: see :func:`read_presets_file` and :func:`expand_presets`; also a runnable
-            preset without ``arch``.
+            preset without ``arch``, or a user preset that redefines a packaged one.
     """
-    raw, text, source = read_presets_file(path)
-    presets = expand_presets(raw, source, text)
+    raw, text, source = read_presets_file(None)
+    presets = _checked(expand_presets(raw, source, text), source, text)
+    if path is not None:
+        user, user_text, user_source = read_presets_file(path)
+        for name in [n for n in user if n in raw]:
+            if user[name] != raw[name]:
+                raise PresetError(
+                    f"{user_source}:{_line_of(user_text, name)}: preset {name!r} redefines the "
+                    f"packaged preset of that name. Fix: give yours another name, e.g. "
+                    f"\"my_{name.lstrip('_')}\": {{\"extends\": \"{name}\", ...}} with only "
+                    "the keys that differ")
+            del user[name]
+        presets.update(_checked(expand_presets(user, user_source, user_text, presets),
+                                user_source, user_text))
+    return {k: v for k, v in presets.items() if bases or not k.startswith("_")}
+
+
+def _checked(presets: Dict[str, dict], source, text: str) -> Dict[str, dict]:
+    """``presets``, after checking that every runnable one (no leading ``_``) has an
+    ``arch`` (PresetError naming the file and line otherwise)."""
     for name, preset in presets.items():
         if not name.startswith("_") and "arch" not in preset:
             raise PresetError(f"{source}:{_line_of(text, name)}: preset {name!r} has no 'arch'. "
                               "Fix: give it one or extend a preset that has one")
-    return {k: v for k, v in presets.items() if bases or not k.startswith("_")}
+    return presets
 
 
 _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
