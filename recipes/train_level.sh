@@ -14,7 +14,10 @@
 # split, scored as "best"; test-loss: the paper authors' selection, the lowest loss on the
 # test split, which fairseq-train then also validates on every epoch, scored as "test-loss";
 # a diagnostic of the paper's numbers, since it picks the checkpoint by its test loss.
-# Training itself is the same: fairseq seeds every update, and validation draws nothing).
+# Training itself is the same: fairseq seeds every update, and validation draws nothing),
+# PRESETS (your presets file, added to the packaged ones; PRESET may name one of its presets),
+# USER_DIR (your --user-dir package, which imports fairseq_entropy; given to fairseq-train
+# and fairseq-generate instead of the plugin).
 # A run whose RUN_DIR/last/score.json exists is skipped; a cut-off run resumes from its
 # checkpoint_last.pt.  The run holds RUN_DIR/.lock (host and PID) while it works: a second
 # launch on the same RUN_DIR exits with status 75 without touching it, a lock left by a dead
@@ -24,8 +27,9 @@ set -euo pipefail
 if [ $# -lt 3 ] || [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then
   echo "usage: $0 PRESET LEVEL_DATABIN RUN_DIR [extra fairseq-train args...]" >&2
   echo "  e.g. $0 exp1_transformer_sinusoidal data-bin/exp1/entropy_3.0 runs/exp1/seed1/entropy_3.0" >&2
-  echo "  PRESET: a preset of fairseq_entropy/experiments/presets.json (fairseq-entropy train-args lists them)" >&2
+  echo "  PRESET: a packaged preset (fairseq-entropy train-args lists them) or one of PRESETS" >&2
   echo "  environment: SEED EPOCHS MAX_UPDATE DEVICE GEN_BATCH VALID_BATCH SCORE_BEST SELECT" >&2
+  echo "    PRESETS=FILE (your presets, added to the packaged ones) USER_DIR=DIR (your --user-dir)" >&2
   exit 2
 fi
 case "${SELECT:-valid}" in
@@ -39,4 +43,6 @@ if [ -n "${EPOCHS:-}" ]; then opts+=(--epochs "$EPOCHS"); fi
 if [ -n "${MAX_UPDATE:-}" ]; then opts+=(--max-update "$MAX_UPDATE"); fi
 if [ -n "${DEVICE:-}" ]; then opts+=(--device "$DEVICE"); fi
 if [ "${SCORE_BEST:-1}" = 0 ]; then opts+=(--no-score-best); fi
+if [ -n "${PRESETS:-}" ]; then opts+=(--presets "$PRESETS"); fi
+if [ -n "${USER_DIR:-}" ]; then opts+=(--user-dir "$USER_DIR"); fi
 exec fairseq-entropy run "$preset" "$data" "$run" "${opts[@]}" -- "$@"

@@ -166,6 +166,10 @@ def resolve_provenance(generate_output: str | os.PathLike, checkpoint_label: str
             raise UserError(f"{ckpt} was trained with --arch {info['arch']}, but preset "
                             f"{preset} uses {presets[preset].get('arch')}. Fix: pass the "
                             f"preset of the run (one of: {', '.join(same_arch) or 'none'})")
+        if preset is None and not same_arch:
+            raise UserError(f"{ckpt} was trained with --arch {info['arch']}, and no preset has "
+                            f"--arch {info['arch']}. Fix: pass --presets with your presets file "
+                            "(the one the run was trained with)")
         if preset is None:
             fits = [n for n in same_arch
                     if presets[n].get("experiment") == manifest.get("experiment")]

@@ -30,8 +30,11 @@ def _add_options(p) -> None:
                    help="best checkpoint: highest validation seq_acc (scored as 'best'), or "
                         "lowest test loss, the paper authors' selection (scored as "
                         "'test-loss', a diagnostic)")
-    p.add_argument("--presets", help="presets file (default: the presets.json shipped in "
-                                     "fairseq_entropy/experiments)")
+    p.add_argument("--presets", help="your presets file, added to the packaged presets.json "
+                                     "(its presets may extend packaged ones by name)")
+    p.add_argument("--user-dir", help="your --user-dir package (its __init__.py imports "
+                                      "fairseq_entropy), given to fairseq-train and "
+                                      "fairseq-generate instead of this plugin")
 
 
 def add_parser(sub) -> None:
@@ -75,7 +78,7 @@ def run(args) -> int:
                            epochs=args.epochs, max_update=args.max_update, device=args.device,
                            gen_batch=args.gen_batch, valid_batch=args.valid_batch,
                            score_best=args.score_best, select=args.select, extra_args=extra,
-                           presets=args.presets)
+                           presets=args.presets, user_dir=args.user_dir)
     except RunFailed as e:
         print(str(e), file=sys.stderr, flush=True)
         return 1

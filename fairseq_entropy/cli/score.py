@@ -31,6 +31,8 @@ def add_parser(sub) -> None:
     sc.add_argument("--split", default="test", help="split that was decoded; the output must "
                     "be a decode of exactly that split's commands, id by id")
     sc.add_argument("--force", action="store_true", help="replace an existing score.json")
+    sc.add_argument("--presets", help="your presets file, added to the packaged presets.json "
+                    "(needed when the run used one of your presets)")
 
 
 def run(args) -> None:
@@ -42,7 +44,7 @@ def run(args) -> None:
     if (Path(args.out) / "score.json").exists() and not args.force:
         raise UserError(f"{Path(args.out) / 'score.json'} already exists. Fix: pass --force "
                         "to replace it, or choose another --out")
-    presets = load_presets()
+    presets = load_presets(args.presets)
     if args.preset is not None:
         check_preset(presets, args.preset)
     run = resolve_provenance(args.generate_output, args.checkpoint, presets, path=args.path,

@@ -33,9 +33,14 @@ def add_parser(sub) -> None:
                                             "torch.cuda.device_count())")
     w.add_argument("--per-gpu", type=int, default=8, help="runs packed on each GPU")
     w.add_argument("--recipe", help="train recipe, called as RECIPE PRESET DATABIN RUN_DIR "
-                                    "with SEED, EPOCHS/MAX_UPDATE and DEVICE in its "
-                                    "environment (default: the installed train_level.sh, "
-                                    "see fairseq-entropy recipes-dir)")
+                                    "with SEED, EPOCHS/MAX_UPDATE, DEVICE, PRESETS and "
+                                    "USER_DIR in its environment (default: the installed "
+                                    "train_level.sh, see fairseq-entropy recipes-dir)")
+    w.add_argument("--presets", help="your presets file, added to the packaged presets.json "
+                                     "(default: the grid's presets_file, if any)")
+    w.add_argument("--user-dir", help="your --user-dir package (its __init__.py imports "
+                                      "fairseq_entropy), for training and decoding every cell "
+                                      "(default: the grid's user_dir, if any)")
 
 
 def run(args) -> None:
@@ -44,7 +49,7 @@ def run(args) -> None:
     from ..experiments.devices import detect_device, device_slots
     from ..experiments.grids import load_grid
 
-    grid = load_grid(args.grid)
+    grid = load_grid(args.grid, args.presets, args.user_dir)
     cells = grid.cells(args.preset, args.seed, args.level)
     root = Path(args.root or Path("sweeps") / grid.name)
     device, gpus = detect_device(args.device, args.gpus)

@@ -11,8 +11,9 @@ def add_parser(sub) -> None:
     t = sub.add_parser("train-args", help="print fairseq-train arguments of a preset")
     t.add_argument("preset", help="preset name (an unknown name lists the known ones)")
     t.add_argument("--data", required=True, help="binarized level directory")
-    t.add_argument("--presets", help="presets file (default: the presets.json shipped in "
-                                     "fairseq_entropy/experiments)")
+    t.add_argument("--presets", help="your presets file, added to the packaged presets.json "
+                                     "(in fairseq_entropy/experiments; your presets may "
+                                     "extend packaged ones by name)")
     t.add_argument("--epochs", type=options.positive_float,
                    help="epochs, overriding the preset's schedule")
     t.add_argument("--max-update", type=options.positive_int,

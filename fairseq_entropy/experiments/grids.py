@@ -11,6 +11,10 @@ A grid file (TOML, read with :mod:`tomllib`, or the same keys as JSON) names::
     schedule = "paper"                       # or {epochs = 8} or {max_update = 30}
     build_args = ["--component", "direction", "--restricted", "left"]   # optional, exp1:
                                              # extra ``fairseq-entropy build exp1`` arguments
+    presets_file = "my_presets.json"         # optional: your presets, added to the packaged
+                                             # ones (a path relative to the grid file)
+    user_dir = "my_plugin"                   # optional: your --user-dir package (relative to
+                                             # the grid file), for training and decoding
 
     [resources]                              # submitit / Slurm, per cell
     timeout_min = 60
@@ -47,7 +51,7 @@ from .presets import load_presets
 AUTHORS_SEEDS = (830, 231, 42, 9876, 2)
 #: keys a grid file may have
 GRID_KEYS = {"experiment", "title", "presets", "levels", "seeds", "n", "schedule",
-             "build_args", "resources", "notes"}
+             "build_args", "resources", "notes", "presets_file", "user_dir"}
 #: build options a grid's ``build_args`` may pass (the sweep sets --out, --levels, --n and
 #: --seed itself); each takes one value
 BUILD_OPTIONS = ("--component", "--restricted", "--restricted-verb", "--verbs",
@@ -103,6 +107,8 @@ class Cell:
         level: entropy in bits (exp1) or support size k (exp2).
         schedule: training length.
         build_args: extra ``fairseq-entropy build`` arguments (option, value, ...).
+        presets_file: a user's presets file holding ``preset`` (None: packaged presets only).
+        user_dir: a user's ``--user-dir`` package (None: the plugin).
     """
 
     experiment: str
@@ -113,6 +119,8 @@ class Cell:
     level: float
     schedule: Schedule = field(default_factory=Schedule)
     build_args: Tuple[str, ...] = ()
+    presets_file: Optional[str] = None
+    user_dir: Optional[str] = None
 
     @property
     def data_tag(self) -> str:
@@ -176,6 +184,8 @@ class Grid:
     resources: Dict[str, object] = field(default_factory=dict)
     models: Dict[str, str] = field(default_factory=dict)
     build_args: Tuple[str, ...] = ()
+    presets_file: Optional[str] = None
+    user_dir: Optional[str] = None
 
     @property
     def name(self) -> str:
@@ -216,7 +226,7 @@ class Grid:
         chosen_seeds = self._subset("seed", self.seeds, seeds)
         chosen_levels = self._subset("level", self.levels, levels)
         return [Cell(self.experiment, p, self.models[p], n, s, lv, self.schedule,
-                     self.build_args)
+                     self.build_args, self.presets_file, self.user_dir)
                 for p in chosen for n in self.n for lv in chosen_levels for s in chosen_seeds]
 
 
@@ -238,19 +248,24 @@ def _read(path: Path) -> dict:
         raise GridError(f"{path}: invalid TOML ({e}). Fix: correct that line") from None
 
 
-def load_grid(path: str | Path, presets_path: Optional[str | Path] = None) -> Grid:
+def load_grid(path: str | Path, presets_path: Optional[str | Path] = None,
+              user_dir: Optional[str | Path] = None) -> Grid:
     """Read and check a grid file.
 
     Args:
         path: a ``.toml`` or ``.json`` grid file.
-        presets_path: presets file to resolve names in (default: the package's).
+        presets_path: a user's presets file, added to the packaged presets (default: the
+            grid's ``presets_file``, relative to the grid file; none: packaged only).
+        user_dir: a user's ``--user-dir`` package (default: the grid's ``user_dir``, relative
+            to the grid file; none: the plugin).
 
     Raises:
         GridError: the file is unreadable, has an unknown or missing key, a value of the
             wrong type, a preset that does not exist or belongs to another experiment,
             ``n`` given for Experiment 2, or ``build_args`` that are not option-value pairs
-            of :data:`BUILD_OPTIONS` (or given for Experiment 2); the message names the file,
-            the key and the fix.
+            of :data:`BUILD_OPTIONS` (or given for Experiment 2), or a ``user_dir`` that is
+            not a package directory; the message names the file, the key and the fix.
+        PresetError: an unusable presets file.
     """
     path = Path(path)
     raw = _read(path)
@@ -294,6 +309,12 @@ def load_grid(path: str | Path, presets_path: Optional[str | Path] = None) -> Gr
     names = raw["presets"]
     if not isinstance(names, list) or not names or not all(isinstance(p, str) for p in names):
         raise fail(f"presets must be a non-empty list of preset names, got {names!r}")
+    presets_path = presets_path or _grid_path(path, raw, "presets_file", fail)
+    user_dir = user_dir or _grid_path(path, raw, "user_dir", fail)
+    if user_dir is not None and not (Path(user_dir) / "__init__.py").is_file():
+        raise fail(f"user_dir {user_dir}: not a Python package directory (no __init__.py in "
+                   "it). Fix: name the folder of your package, whose __init__.py imports "
+                   "fairseq_entropy and registers your models")
     known = load_presets(presets_path)
     models = {}
     for p in names:
@@ -335,4 +356,21 @@ def load_grid(path: str | Path, presets_path: Optional[str | Path] = None) -> Gr
         raise fail("resources must be a table, e.g. [resources] timeout_min = 60")
     return Grid(path=path, experiment=exp, presets=list(names), levels=levels, seeds=seeds,
                 n=sizes, schedule=schedule, title=str(raw.get("title", "")),
-                resources=dict(resources), models=models, build_args=tuple(build_args))
+                resources=dict(resources), models=models, build_args=tuple(build_args),
+                presets_file=str(Path(presets_path).resolve()) if presets_path else None,
+                user_dir=str(Path(user_dir).resolve()) if user_dir else None)
+
+
+def _grid_path(grid: Path, raw: dict, key: str, fail) -> Optional[Path]:
+    """The path of ``raw[key]`` relative to the grid file's folder (None when absent).
+
+    Raises:
+        GridError (through ``fail``): the value is not a non-empty string.
+    """
+    value = raw.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise fail(f"{key} = {value!r}. Fix: a path (relative to the grid file), e.g. "
+                   f"{key} = \"my_{'presets.json' if key == 'presets_file' else 'plugin'}\"")
+    return grid.parent / value

@@ -5,9 +5,11 @@ Presets ship with the package as ``fairseq_entropy/experiments/presets.json`` (r
 (``--presets FILE``, ``PRESETS=FILE``, a grid's ``presets_file``) adds its presets to the
 packaged ones; they may extend packaged presets by name.  A user preset may not redefine a
 packaged name with other content (an identical copy is accepted, so a copy of the packaged file
-still loads): it would change what the name means in scores and aggregates.  Epoch-based schedules are converted to updates, because fairseq's ``cosine``
-scheduler needs ``--max-update``: with N training commands and batch size b, one epoch is
-ceil(N / b) updates; the warm-up is ``warmup_fraction`` of all updates.
+still loads): it would change what the name means in scores and aggregates.
+
+Epoch-based schedules are converted to updates, because fairseq's ``cosine`` scheduler needs
+``--max-update``: with N training commands and batch size b, one epoch is ceil(N / b) updates;
+the warm-up is ``warmup_fraction`` of all updates.
 
 A preset may ``"extends"`` another preset (or a list of them, merged left to right) and then
 gives only the keys that differ.  A key overrides the inherited value; a key written with a

@@ -112,6 +112,22 @@ def user_dir() -> Path:
     return Path(__file__).resolve().parents[1]
 
 
+def check_user_dir(path: str | os.PathLike) -> Path:
+    """A user's ``--user-dir`` package as an absolute path, for fairseq-train and
+    fairseq-generate both (fairseq imports one ``--user-dir``; the package must itself
+    ``import fairseq_entropy`` to register the plugin's task, criterions and models).
+
+    Raises:
+        UserError: ``path`` is not a directory holding ``__init__.py``.
+    """
+    d = Path(path).resolve()
+    if not (d / "__init__.py").is_file():
+        raise UserError(f"--user-dir {path}: not a Python package directory (no __init__.py "
+                        "in it). Fix: pass the folder of your package, whose __init__.py "
+                        "imports fairseq_entropy and registers your models")
+    return d
+
+
 def console_line(line: str, name: str) -> Optional[str]:
     """The console form of one fairseq-train output line, or None when it is not shown.
 
@@ -245,7 +261,8 @@ def run_level(preset: str, databin: str | os.PathLike, run_dir: str | os.PathLik
               seed: int = 1, epochs: Optional[float] = None, max_update: Optional[int] = None,
               device: Optional[str] = None, gen_batch: int = 512, valid_batch: int = 512,
               score_best: bool = True, select: str = "valid", extra_args: Sequence[str] = (),
-              presets: Optional[str | os.PathLike] = None, out=None) -> RunResult:
+              presets: Optional[str | os.PathLike] = None,
+              user_dir: Optional[str | os.PathLike] = None, out=None) -> RunResult:
     """Train, decode and score one run (see the module docstring for the steps and files).
 
     Args:
@@ -264,7 +281,10 @@ def run_level(preset: str, databin: str | os.PathLike, run_dir: str | os.PathLik
             ``test-loss`` (best = lowest test loss, validating on the test split too, scored
             as ``test-loss``: the paper authors' selection, a diagnostic).
         extra_args: further fairseq-train arguments, appended last.
-        presets: a presets file (default: the packaged ``presets.json``).
+        presets: a user's presets file, added to the packaged ``presets.json``
+            (:func:`~.presets.load_presets`).
+        user_dir: a user's ``--user-dir`` package (:func:`check_user_dir`) given to
+            fairseq-train and fairseq-generate instead of this plugin (default: the plugin).
         out: where the console lines go (default: standard output).
 
     Returns:
@@ -273,7 +293,8 @@ def run_level(preset: str, databin: str | os.PathLike, run_dir: str | os.PathLik
     Raises:
         PresetError: an unknown preset, or its arguments cannot be built for the level.
         DataDirError: ``databin`` is not a directory.
-        UserError: a bad ``select`` or ``device``.
+        UserError: a bad ``select``, ``device`` or ``user_dir``, or ``--user-dir`` among
+            ``extra_args`` (it would reach fairseq-train but not fairseq-generate).
         RunFailed: a child process failed.
         RunStopped: SIGTERM/SIGINT stopped the run (its children exited, the lock is free).
     """
@@ -283,6 +304,11 @@ def run_level(preset: str, databin: str | os.PathLike, run_dir: str | os.PathLik
         raise UserError(f"select {select!r}: expected valid or test-loss. Fix: pass one of them")
     if device is not None and device not in ("cpu", "gpu"):
         raise UserError(f"device {device!r}: expected cpu or gpu. Fix: pass one of them")
+    if any(a == "--user-dir" or a.startswith("--user-dir=") for a in extra_args):
+        raise UserError("--user-dir among the extra fairseq-train arguments would reach "
+                        "fairseq-train but not fairseq-generate. Fix: pass it as "
+                        "'fairseq-entropy run --user-dir DIR' (USER_DIR=DIR for train_level.sh)")
+    plugin = str(check_user_dir(user_dir)) if user_dir is not None else None
     acc = scored(run)
     if acc is not None:
         print(f"skip {run_dir} (already scored)", file=out, flush=True)
@@ -301,17 +327,18 @@ def run_level(preset: str, databin: str | os.PathLike, run_dir: str | os.PathLik
             fds = (lock.fd,) if lock else ()
             return _run_locked(children, fds, table, preset, str(databin), run,
                                str(run_dir), seed, epochs, max_update, device, gen_batch,
-                               valid_batch, score_best, select, extra_args, out)
+                               valid_batch, score_best, select, extra_args, plugin, out)
     finally:
         if lock:
             lock.release()
 
 
 def _run_locked(children, fds, presets, preset, databin, run, run_name, seed, epochs, max_update,
-                device, gen_batch, valid_batch, score_best, select, extra_args, out
+                device, gen_batch, valid_batch, score_best, select, extra_args, plugin, out
                 ) -> RunResult:
     """The steps of :func:`run_level` under the run's lock (``presets``: the loaded presets
-    table, which holds ``preset``)."""
+    table, which holds ``preset``; ``plugin``: the ``--user-dir`` of fairseq-train and
+    fairseq-generate, None for this package)."""
     spec = presets[preset]
     acc = scored(run)
     if acc is not None:
@@ -327,7 +354,7 @@ def _run_locked(children, fds, presets, preset, databin, run, run_name, seed, ep
     best_label, selection = SELECTIONS[select]
     subword = subword_data(databin)
     max_len = "400" if subword else "60"
-    plugin = str(user_dir())
+    plugin = plugin or str(user_dir())
     run.mkdir(parents=True, exist_ok=True)
     trained = run / "checkpoints" / "trained"
     if trained.exists():

@@ -106,8 +106,13 @@ class CellResult:
 
 
 def cell_env(cell: Cell, slot: Optional[dict] = None) -> Dict[str, str]:
-    """Environment of a cell's recipe: seed, schedule and the worker slot's variables."""
+    """Environment of a cell's recipe: seed, schedule, the user's ``PRESETS`` file and
+    ``USER_DIR`` package (when the grid has them) and the worker slot's variables."""
     env = {"SEED": str(cell.seed), **cell.schedule.env(), **(slot or {})}
+    if cell.presets_file:
+        env["PRESETS"] = cell.presets_file
+    if cell.user_dir:
+        env["USER_DIR"] = cell.user_dir
     return env
 
 

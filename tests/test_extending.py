@@ -1,0 +1,174 @@
+"""A user's own presets file and own ``--user-dir`` architecture go through a sweep (whose cells
+run ``recipes/train_level.sh``), ``score`` and ``aggregate``, as the README's "Extending it"
+describes."""
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fairseq_entropy.analysis.provenance import read_checkpoint_info
+from fairseq_entropy.cli import main as cli
+from fairseq_entropy.errors import UserError
+from fairseq_entropy.experiments.grids import GridError, load_grid
+
+BIN = Path(sys.executable).parent
+
+#: a user's plugin package: it imports fairseq_entropy (fairseq takes one --user-dir) and
+#: registers a 1+1-layer, d=16 variant of the plugin's Transformer under a name of its own
+USER_PLUGIN = '''\
+import fairseq_entropy  # noqa: F401  (the task, criterions and models of the plugin)
+from fairseq.models import register_model_architecture
+from fairseq.utils import safe_getattr
+from fairseq_entropy.models.scan_transformer import scan_transformer_paper
+
+
+@register_model_architecture("scan_transformer", "my_tiny_transformer")
+def my_tiny_transformer(args):
+    args.encoder_layers = safe_getattr(args, "encoder_layers", 1)
+    args.decoder_layers = safe_getattr(args, "decoder_layers", 1)
+    args.embed_dim = safe_getattr(args, "embed_dim", 16)
+    scan_transformer_paper(args)
+'''
+
+#: a user's presets file: one preset extending a packaged one, nothing copied
+USER_PRESETS = {"my_tiny": {"extends": "exp1_transformer_sinusoidal", "model": "my_tiny",
+                            "arch": "my_tiny_transformer", "batch_size": 64}}
+
+GRID = """\
+experiment = "exp1"
+presets = ["my_tiny"]
+levels = [3]
+seeds = [5]
+n = [320]
+schedule = {max_update = 3}
+presets_file = "my_presets.json"
+user_dir = "my_plugin"
+"""
+
+
+def write_user_files(root: Path) -> Path:
+    """The user's plugin, presets file and 1-cell grid under ``root``; returns the grid."""
+    (root / "my_plugin").mkdir(parents=True)
+    (root / "my_plugin" / "__init__.py").write_text(USER_PLUGIN)
+    (root / "my_presets.json").write_text(json.dumps(USER_PRESETS, indent=2))
+    (root / "grid.toml").write_text(GRID)
+    return root / "grid.toml"
+
+
+def test_grid_passes_the_users_presets_and_user_dir_to_each_cell(tmp_path, capsys):
+    grid = write_user_files(tmp_path)
+    (cell,) = load_grid(grid).cells()
+    assert cell.presets_file == str(tmp_path / "my_presets.json")
+    assert cell.user_dir == str(tmp_path / "my_plugin") and cell.model == "my_tiny"
+    assert cli(["sweep", str(grid), "--root", str(tmp_path / "s"), "--dry-run",
+                "--device", "cpu", "--jobs", "1"]) == 0
+    recipe = [ln for ln in capsys.readouterr().out.splitlines() if "train_level.sh" in ln]
+    assert recipe == [f"SEED=5 MAX_UPDATE=3 DEVICE=cpu OMP_NUM_THREADS=1 "
+                      f"PRESETS={tmp_path / 'my_presets.json'} USER_DIR={tmp_path / 'my_plugin'} "
+                      f"bash {recipe[0].split('bash ')[1].split()[0]} my_tiny "
+                      f"{cell.databin(tmp_path / 's')} {cell.run_dir(tmp_path / 's')}"]
+    # the command line's --presets / --user-dir replace the grid's keys
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "p.json").write_text(json.dumps({"my_tiny": {"extends": "exp1_cnn",
+                                                          "arch": "my_tiny_transformer"}}))
+    (other / "__init__.py").write_text("")
+    (cell,) = load_grid(grid, other / "p.json", other).cells()
+    assert cell.presets_file == str(other / "p.json") and cell.user_dir == str(other)
+    assert cell.model == "cnn"  # inherited from exp1_cnn
+
+
+@pytest.mark.parametrize("line, message", [
+    ('user_dir = "nowhere"', "user_dir .*nowhere: not a Python package directory.*Fix:"),
+    ("user_dir = 3", "user_dir = 3. Fix: a path"),
+    ('presets_file = "none.json"', "presets file .*none.json not found. Fix:"),
+])
+def test_bad_user_keys_of_a_grid_are_refused(tmp_path, line, message):
+    grid = write_user_files(tmp_path)
+    text = GRID.replace('user_dir = "my_plugin"', "").replace(
+        'presets_file = "my_presets.json"', "")
+    key = line.split(" ")[0]
+    other = 'user_dir = "my_plugin"' if key == "presets_file" else \
+        'presets_file = "my_presets.json"'
+    grid.write_text(text + other + "\n" + line + "\n")
+    with pytest.raises(UserError, match=message):
+        load_grid(grid)
+
+
+def test_a_grid_naming_a_user_preset_without_its_file_is_refused(tmp_path):
+    grid = write_user_files(tmp_path)
+    grid.write_text(GRID.replace('presets_file = "my_presets.json"\n', ""))
+    with pytest.raises(GridError, match="unknown preset 'my_tiny'. Fix:"):
+        load_grid(grid)
+
+
+def env(**extra):
+    return dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+                OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", **extra)
+
+
+def test_own_architecture_and_presets_through_sweep_score_and_aggregate(tmp_path, capsys):
+    grid = write_user_files(tmp_path)
+    root = tmp_path / "sweep"
+    (cell,) = load_grid(grid).cells()
+    # the cell's data, made here with 48 of the 7056 test commands (the sweep builds a level
+    # only when its data-bin has no manifest.json)
+    build = cell.build_dir(root)
+    assert cli(["build", "exp1", "--out", str(build), "--levels", "3", "--n", "320",
+                "--seed", "5"]) == 0
+    level = build / cell.level_name
+    for ext in ("in", "out"):
+        lines = (level / f"test.{ext}").read_text().splitlines()[::147]
+        (level / f"test.{ext}").write_text("\n".join(lines) + "\n")
+    manifest = json.loads((level / "manifest.json").read_text())
+    manifest["sizes"]["test"] = 48
+    (level / "manifest.json").write_text(json.dumps(manifest))
+    assert cli(["binarize", str(level), "--out", str(cell.databin(root))]) == 0
+    capsys.readouterr()
+
+    # sweep -> train_level.sh (PRESETS, USER_DIR) -> fairseq-entropy run -> train and decode
+    res = subprocess.run([sys.executable, "-m", "fairseq_entropy.cli", "sweep", str(grid),
+                          "--root", str(root), "--device", "cpu", "--jobs", "1"],
+                         capture_output=True, text=True, env=env())
+    run = cell.run_dir(root)
+    logs = "".join((run / f).read_text()[-3000:] for f in ("sweep.log", "generate-last.log")
+                   if (run / f).exists())
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:] + logs
+    assert "done 1, failed 0, skipped 0, locked 0" in res.stdout
+    info = read_checkpoint_info(run / "checkpoints" / "checkpoint_last.pt")
+    assert info["arch"] == "my_tiny_transformer"
+    # one --user-dir, the user's, for training and for decoding
+    user_dir = f"'user_dir': '{tmp_path / 'my_plugin'}'"
+    assert user_dir in (run / "train.log").read_text()
+    assert user_dir in (run / "generate-last.log").read_text()
+    assert "num_updates 3" in (run / "train.log").read_text()
+    last = json.loads((run / "last" / "score.json").read_text())
+    assert (last["preset"], last["model"], last["seed"], last["n"]) == ("my_tiny", "my_tiny",
+                                                                        5, 48)
+    hyps = [ln for ln in (run / "generate-last.txt").read_text().splitlines()
+            if ln.startswith("H-")]
+    assert len(hyps) == 48
+
+    # score: the preset is the user's one of the checkpoint's architecture
+    out = tmp_path / "rescored"
+    gen = str(run / "generate-last.txt")
+    assert cli(["score", gen, "--out", str(out)]) == 2
+    assert "no preset has --arch my_tiny_transformer" in capsys.readouterr().err
+    assert not out.exists()
+    assert cli(["score", gen, "--out", str(out), "--presets",
+                str(tmp_path / "my_presets.json")]) == 0
+    again = json.loads((out / "score.json").read_text())
+    assert again["preset"] == "my_tiny" and again["accuracy"] == last["accuracy"]
+    assert again["correct"] == last["correct"]
+
+    # aggregate: the user's preset is a curve of its own
+    assert cli(["aggregate", str(root / "runs"), "--out", str(tmp_path / "results")]) == 0
+    rows = list(csv.DictReader(open(tmp_path / "results" / "results.tsv"), delimiter="\t"))
+    got = sorted((r["preset"], r["checkpoint"], r["seed"], float(r["accuracy"])) for r in rows)
+    best = json.loads((run / "best" / "score.json").read_text())
+    assert got == sorted([("my_tiny", "best", "5", best["accuracy"]),
+                          ("my_tiny", "last", "5", last["accuracy"])])
