@@ -73,6 +73,19 @@ def test_recipes_dir_points_into_the_install(installed):
         (REPO / "recipes" / "train_level.sh").read_text()
 
 
+def test_sweep_of_a_plain_install_runs_the_installed_recipe(installed):
+    tmp, env = installed
+    grid = tmp / "g.toml"
+    grid.write_text('experiment = "exp1"\npresets = ["exp1_cnn"]\nlevels = [3]\nseeds = [1]\n'
+                    'n = [320]\nschedule = {max_update = 2}\n')
+    out = run([tmp / "target" / "bin" / "fairseq-entropy", "sweep", grid, "--root",
+               tmp / "s", "--dry-run", "--device", "cpu", "--jobs", "1"], cwd=tmp,
+              env=env).stdout
+    recipe = tmp / "target" / "fairseq_entropy" / "recipes" / "train_level.sh"
+    (line,) = [ln for ln in out.splitlines() if "train_level.sh" in ln]
+    assert f" bash {recipe} exp1_cnn " in line
+
+
 class _Terminal(io.StringIO):
     def isatty(self):
         return True

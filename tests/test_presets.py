@@ -184,3 +184,61 @@ def test_train_size_reads_the_index_header_as_fairseq_counts(tmp_path):
                                           rf"one level. Fix: pass one level folder, e.g. "
                                           rf"{tmp_path}/bin"):
         train_size(tmp_path)
+
+
+# --- a user's presets file ------------------------------------------------------------------
+
+def test_a_users_file_extends_packaged_presets_and_adds_to_them(tmp_path):
+    path = tmp_path / "mine.json"
+    path.write_text(json.dumps({
+        "my_cnn_small": {"extends": "exp1_cnn_authors", "batch_size": 8,
+                         "model_args+": ["--dropout", "0.2"]},
+        "my_cnn_tiny": {"extends": "my_cnn_small", "lr": 0.01},
+        "_my_base": {"extends": "_adamw_cosine", "epochs": 2},
+        "my_other": {"extends": "_my_base", "arch": "my_arch", "experiment": "exp1"},
+    }, indent=2))
+    packaged = load_presets()
+    table = load_presets(path)
+    assert set(table) == set(packaged) | {"my_cnn_small", "my_cnn_tiny", "my_other"}
+    assert all(table[name] == packaged[name] for name in packaged)
+    authors = packaged["exp1_cnn_authors"]
+    assert table["my_cnn_small"] == {**authors, "batch_size": 8,
+                                     "model_args": authors["model_args"] + ["--dropout", "0.2"]}
+    assert table["my_cnn_tiny"] == {**table["my_cnn_small"], "lr": 0.01}
+    bases = load_presets(bases=True)
+    assert table["my_other"] == {**bases["_adamw_cosine"], "epochs": 2, "arch": "my_arch",
+                                 "experiment": "exp1"}
+    assert "_my_base" in load_presets(path, bases=True)
+
+
+def test_a_copy_of_the_packaged_file_loads_as_the_packaged_presets(tmp_path):
+    path = tmp_path / "copy.json"
+    path.write_text(presets_module.default_presets_path().read_text())
+    assert load_presets(path) == load_presets()
+
+
+def test_a_user_preset_redefining_a_packaged_name_is_refused(tmp_path):
+    path = tmp_path / "mine.json"
+    path.write_text(json.dumps({"mine": {"extends": "exp1_cnn"},
+                                "exp1_cnn": {"extends": "exp1_cnn_authors", "lr": 1}}, indent=2))
+    with pytest.raises(PresetError) as e:
+        load_presets(path)
+    assert str(e.value) == (
+        f"{path}:5: preset 'exp1_cnn' redefines the packaged preset of that name. Fix: give "
+        "yours another name, e.g. \"my_exp1_cnn\": {\"extends\": \"exp1_cnn\", ...} with only "
+        "the keys that differ")
+
+
+def test_train_args_lists_a_users_preset_that_extends_a_packaged_one(tmp_path, capsys):
+    from fairseq_entropy.cli import main as cli
+
+    path = tmp_path / "mine.json"
+    path.write_text(json.dumps({"my_cnn_small": {"extends": "exp1_cnn_authors",
+                                                 "model": "my_cnn"}}))
+    assert cli(["train-args", "my_cnn_small", "--presets", str(path), "--data", "unused",
+                "--field", "arch"]) == 0
+    assert cli(["train-args", "my_cnn_small", "--presets", str(path), "--data", "unused",
+                "--field", "model"]) == 0
+    assert capsys.readouterr().out == "scan_cnn_paper\nmy_cnn\n"
+    assert cli(["train-args", "my_cnn_small", "--data", "unused", "--field", "arch"]) == 2
+    assert "unknown preset 'my_cnn_small'" in capsys.readouterr().err

@@ -73,7 +73,7 @@ def test_recipe_maps_its_environment_to_run_options(tmp_path):
     base = dict(os.environ, PATH=f"{fake.parent}{os.pathsep}{os.environ['PATH']}",
                 ARGS_OUT=str(out))
     for k in ("SEED", "EPOCHS", "MAX_UPDATE", "DEVICE", "GEN_BATCH", "VALID_BATCH",
-              "SCORE_BEST", "SELECT"):
+              "SCORE_BEST", "SELECT", "PRESETS", "USER_DIR"):
         base.pop(k, None)
     recipe = ["bash", str(REPO / "recipes" / "train_level.sh"), "exp1_cnn", "bin/l", "runs/l"]
     subprocess.run(recipe, env=base, check=True)
@@ -83,12 +83,13 @@ def test_recipe_maps_its_environment_to_run_options(tmp_path):
     subprocess.run(recipe + ["--valid-subset", "valid,test", "--lr", "1e-4"], check=True,
                    env=dict(base, SEED="7", EPOCHS="2.5", MAX_UPDATE="30", DEVICE="cpu",
                             GEN_BATCH="64", VALID_BATCH="32", SCORE_BEST="0",
-                            SELECT="test-loss"))
+                            SELECT="test-loss", PRESETS="my presets.json",
+                            USER_DIR="my plugin"))
     assert out.read_text().splitlines() == [
         "run", "exp1_cnn", "bin/l", "runs/l", "--seed", "7", "--select", "test-loss",
         "--gen-batch", "64", "--valid-batch", "32", "--epochs", "2.5", "--max-update", "30",
-        "--device", "cpu", "--no-score-best", "--", "--valid-subset", "valid,test", "--lr",
-        "1e-4"]
+        "--device", "cpu", "--no-score-best", "--presets", "my presets.json", "--user-dir",
+        "my plugin", "--", "--valid-subset", "valid,test", "--lr", "1e-4"]
 
 
 def test_options_after_the_positionals_and_extra_args_after_the_dashes(tmp_path, monkeypatch):
@@ -119,6 +120,22 @@ def test_bad_input_is_refused_with_a_fix(tmp_path, capsys):
     assert cli(["run", "exp1_cnn", str(tmp_path / "no-data"), str(tmp_path / "run")]) == 2
     assert "no such directory. Fix:" in capsys.readouterr().err
     assert (tmp_path / "run" / ".lock").read_text() == ""  # released
+
+
+def test_a_user_dir_must_be_a_package_and_not_among_the_extra_args(tmp_path, capsys):
+    run = tmp_path / "run"
+    (tmp_path / "plugin").mkdir()
+    assert cli(["run", "exp1_cnn", "bin", str(run), "--user-dir", str(tmp_path / "plugin")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"fairseq-entropy: error: --user-dir {tmp_path / 'plugin'}: not "
+                          "a Python package directory (no __init__.py in it). Fix: ")
+    assert cli(["run", "exp1_cnn", "bin", str(run), "--seed", "1", "--", "--user-dir",
+                "x"]) == 2
+    assert "would reach fairseq-train but not fairseq-generate. Fix: pass it as " \
+        "'fairseq-entropy run --user-dir DIR'" in capsys.readouterr().err
+    assert cli(["run", "exp1_cnn", "bin", str(run), "--seed", "1", "--", "--user-dir=x"]) == 2
+    assert "would reach fairseq-train" in capsys.readouterr().err
+    assert not run.exists()
 
 
 def test_a_held_lock_makes_the_run_locked_and_touches_nothing(tmp_path, capsys):
