@@ -4,8 +4,10 @@ describes."""
 import csv
 import json
 import os
+import re
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -17,26 +19,38 @@ from fairseq_entropy.experiments.grids import GridError, load_grid
 
 BIN = Path(sys.executable).parent
 
-#: a user's plugin package: it imports fairseq_entropy (fairseq takes one --user-dir) and
-#: registers a 1+1-layer, d=16 variant of the plugin's Transformer under a name of its own
-USER_PLUGIN = '''\
-import fairseq_entropy  # noqa: F401  (the task, criterions and models of the plugin)
-from fairseq.models import register_model_architecture
-from fairseq.utils import safe_getattr
-from fairseq_entropy.models.scan_transformer import scan_transformer_paper
+REPO = Path(__file__).resolve().parents[1]
 
 
-@register_model_architecture("scan_transformer", "my_tiny_transformer")
-def my_tiny_transformer(args):
-    args.encoder_layers = safe_getattr(args, "encoder_layers", 1)
-    args.decoder_layers = safe_getattr(args, "decoder_layers", 1)
-    args.embed_dim = safe_getattr(args, "embed_dim", 16)
-    scan_transformer_paper(args)
-'''
+def readme_extending(kind: str) -> str:
+    """The first ```python block, or the first inline JSON object, of the README's section
+    "Extending it"."""
+    text = (REPO / "README.md").read_text()
+    text = text[text.index("## Extending it"):]
+    if kind == "python":
+        return re.search(r"```python\n(.*?)```", text, re.S).group(1)
+    return re.sub(r"\n\s*", " ", re.search(r"`(\{\"my_.*?\}\})`", text, re.S).group(1))
+
+
+def shrink(block: str, substitutions) -> str:
+    for old, new in substitutions:
+        assert block.count(old) == 1, f"README block no longer contains {old!r} once"
+        block = block.replace(old, new)
+    return block
+
+
+#: a user's plugin package, the README's: it imports fairseq_entropy (fairseq takes one
+#: --user-dir) and registers a variant of the plugin's Transformer under a name of its own,
+#: here made tiny (1+1 layers, d=16) for speed
+USER_PLUGIN = shrink(textwrap.dedent(readme_extending("python")), [
+    ('"encoder_layers", 4)', '"encoder_layers", 1)'),
+    ('"decoder_layers", 4)', '"decoder_layers", 1)\n    args.embed_dim = 16'),
+])
+ARCH = "my_transformer_4layers"
 
 #: a user's presets file: one preset extending a packaged one, nothing copied
 USER_PRESETS = {"my_tiny": {"extends": "exp1_transformer_sinusoidal", "model": "my_tiny",
-                            "arch": "my_tiny_transformer", "batch_size": 64}}
+                            "arch": ARCH, "batch_size": 64}}
 
 GRID = """\
 experiment = "exp1"
@@ -75,7 +89,7 @@ def test_grid_passes_the_users_presets_and_user_dir_to_each_cell(tmp_path, capsy
     other = tmp_path / "other"
     other.mkdir()
     (other / "p.json").write_text(json.dumps({"my_tiny": {"extends": "exp1_cnn",
-                                                          "arch": "my_tiny_transformer"}}))
+                                                          "arch": ARCH}}))
     (other / "__init__.py").write_text("")
     (cell,) = load_grid(grid, other / "p.json", other).cells()
     assert cell.presets_file == str(other / "p.json") and cell.user_dir == str(other)
@@ -106,11 +120,22 @@ def test_a_grid_naming_a_user_preset_without_its_file_is_refused(tmp_path):
         load_grid(grid)
 
 
+def test_the_readmes_presets_example_extends_a_packaged_preset(tmp_path):
+    from fairseq_entropy.experiments.presets import load_presets
+
+    (tmp_path / "p.json").write_text(readme_extending("json"))
+    (name, preset), = [(n, p) for n, p in load_presets(tmp_path / "p.json").items()
+                       if n.startswith("my_")]
+    parent = load_presets()["exp1_transformer_sinusoidal"]
+    assert preset == {**parent, "arch": ARCH, "model": "my_transformer", "batch_size": 64}
+
+
 def env(**extra):
     return dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
                 OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", **extra)
 
 
+@pytest.mark.slow  # one tiny run: the start-ups of fairseq-train and fairseq-generate
 def test_own_architecture_and_presets_through_sweep_score_and_aggregate(tmp_path, capsys):
     grid = write_user_files(tmp_path)
     root = tmp_path / "sweep"
@@ -140,7 +165,7 @@ def test_own_architecture_and_presets_through_sweep_score_and_aggregate(tmp_path
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:] + logs
     assert "done 1, failed 0, skipped 0, locked 0" in res.stdout
     info = read_checkpoint_info(run / "checkpoints" / "checkpoint_last.pt")
-    assert info["arch"] == "my_tiny_transformer"
+    assert info["arch"] == ARCH
     # one --user-dir, the user's, for training and for decoding
     user_dir = f"'user_dir': '{tmp_path / 'my_plugin'}'"
     assert user_dir in (run / "train.log").read_text()
@@ -157,7 +182,7 @@ def test_own_architecture_and_presets_through_sweep_score_and_aggregate(tmp_path
     out = tmp_path / "rescored"
     gen = str(run / "generate-last.txt")
     assert cli(["score", gen, "--out", str(out)]) == 2
-    assert "no preset has --arch my_tiny_transformer" in capsys.readouterr().err
+    assert f"no preset has --arch {ARCH}" in capsys.readouterr().err
     assert not out.exists()
     assert cli(["score", gen, "--out", str(out), "--presets",
                 str(tmp_path / "my_presets.json")]) == 0
