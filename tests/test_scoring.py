@@ -78,7 +78,7 @@ def test_summary_and_spearman():
     assert [round(r["mean"], 6) for r in summ] == [0.05, 0.5, 0.9, 0.99]
     assert summ[1]["std"] == pytest.approx(0.1414213562, rel=1e-6)  # sample std of 0.4, 0.6
     assert summ[2]["std"] == 0.0 and summ[0]["n"] == 2
-    assert spearman(summ)[("exp1", "p", 6000, "last")] == pytest.approx(1.0)
+    assert spearman(summ)[("exp1", "p", 6000, "last", "unknown")] == pytest.approx(1.0)
 
 
 #: commands of GEN by sample id
