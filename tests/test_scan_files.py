@@ -119,7 +119,8 @@ def test_score_on_binarized_scan_data(tmp_path, capsys):
         "D-1\t-0.1\tI_WALK I_JUMP", "S-0\twalk and jump", "T-0\tI_WALK I_JUMP",
         "H-0\t-0.2\tI_WALK I_WALK", "D-0\t-0.2\tI_WALK I_WALK"])
     assert cli(["score", str(gen), "--out", str(tmp_path / "s"), "--data", str(out),
-                "--preset", "scan_equivariant", "--seed", "1"]) == 0
+                "--preset", "scan_equivariant", "--seed", "1",
+                "--unverified"]) == 0
     rec = json.loads((tmp_path / "s" / "score.json").read_text())
     assert rec["accuracy"] == 0.5 and rec["experiment"] == "scan" and rec["level"] == "bin"
     assert rec["grammar"] == "scan" and rec["n_train"] == 38 and rec["data_seed"] == 1
@@ -129,7 +130,8 @@ def test_score_on_binarized_scan_data(tmp_path, capsys):
     (tmp_path / "gen2.txt").write_text(gen.read_text().replace("jump after walk", "jump after "
                                                                "look"))
     assert cli(["score", str(tmp_path / "gen2.txt"), "--out", str(tmp_path / "s2"), "--data",
-                str(out), "--preset", "scan_equivariant", "--seed", "1"]) == 2
+                str(out), "--preset", "scan_equivariant", "--seed", "1",
+                "--unverified"]) == 2
     assert "sample 1 is 'jump after look' but command 1" in capsys.readouterr().err
 
 

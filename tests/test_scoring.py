@@ -78,7 +78,7 @@ def test_summary_and_spearman():
     assert [round(r["mean"], 6) for r in summ] == [0.05, 0.5, 0.9, 0.99]
     assert summ[1]["std"] == pytest.approx(0.1414213562, rel=1e-6)  # sample std of 0.4, 0.6
     assert summ[2]["std"] == 0.0 and summ[0]["n"] == 2
-    assert spearman(summ)[("exp1", "p", 6000, "last")] == pytest.approx(1.0)
+    assert spearman(summ)[("exp1", "p", 6000, "last", "unknown")] == pytest.approx(1.0)
 
 
 #: commands of GEN by sample id
@@ -102,7 +102,9 @@ def make_level(root, test_sources=GEN_SOURCES, test_targets=GEN_TARGETS, **manif
 
 
 def score(gen, out, level, *extra, preset="exp1_transformer_sinusoidal"):
-    argv = ["score", str(gen), "--out", str(out), "--data", str(level), *extra]
+    """``fairseq-entropy score`` of a hand-made decode: no checkpoint and no generate log
+    exist, so the data, preset and seed are taken as given (``--unverified``)."""
+    argv = ["score", str(gen), "--out", str(out), "--data", str(level), "--unverified", *extra]
     if preset:
         argv += ["--preset", preset]
     return cli(argv)
@@ -133,6 +135,10 @@ def test_score_and_aggregate_cli(tmp_path, capsys):
                      "model": "transformer_sinusoidal", "n_train": "10",
                      "level": "entropy_3.0", "entropy_bits": "2.999900", "checkpoint": "last",
                      "seed": "1", "data_seed": "4", "accuracy": "0.750000",
+                     # no checkpoint (--unverified): no schedule was recorded; the preset's
+                     # own schedule is 24 epochs of ceil(10 / 32) = 1 update
+                     "schedule": "unknown", "updates": "", "epochs": "",
+                     "preset_max_update": "24",
                      # by hand: 7 of the 8 clauses match (sample 0's jump clause does not);
                      # sample 0 is wrong in the restricted verb's clause only; no output has
                      # 4 tokens, so corpus BLEU has no 4-gram match
@@ -455,7 +461,7 @@ def test_agreement_lines_count_levels_inside_the_band():
         ("exp1", "p", 10, "last", "entropy_3.0", 0.75, None, ""))]          # no paper value
     assert agreement_lines(cells) == [
         "agreement with the paper exp1 p N=6000 last: 2/3 levels inside max(2 std, 0.10); "
-        "outside: entropy_1.5 (0.143 vs 0.322)"]
+        "outside: entropy_1.5 (0.143 vs 0.322) (schedule unknown)"]
 
 
 def test_data_variants_are_curves_of_their_own_without_paper_values(tmp_path, capsys):
@@ -501,9 +507,11 @@ def test_an_experiment_2_curve_holds_every_support_size(tmp_path, capsys):
     capsys.readouterr()
     assert cli(["aggregate", str(runs), "--out", str(tmp_path / "r")]) == 0
     out = capsys.readouterr().out
-    assert "Spearman(entropy, accuracy) exp2 exp2_cnn_authors N=support last: 1.000" in out
+    assert "Spearman(entropy, accuracy) exp2 exp2_cnn_authors N=support last " \
+        "[schedule unknown]: 1.000" in out
     lines = [ln for ln in out.splitlines() if ln.startswith("agreement with the paper")]
+    # paper: 0.00, 0.15 +- 0.05, 0.79 +- 0.14
     assert lines == ["agreement with the paper exp2 exp2_cnn_authors N=support last: 3/3 "
-                     "levels inside max(2 std, 0.10)"]  # paper: 0.00, 0.15 +- 0.05, 0.79 +- 0.14
+                     "levels inside max(2 std, 0.10) (schedule unknown)"]
     curves = list(csv.DictReader(open(tmp_path / "r" / "curves.tsv"), delimiter="\t"))
     assert [(c["experiment"], c["levels"]) for c in curves] == [("exp2", "3")]

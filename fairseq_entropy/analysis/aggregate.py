@@ -18,22 +18,25 @@ from typing import Iterable, List, Sequence
 
 from ..files import atomic_write_text, read_json, read_lines
 from .columns import (CHECKPOINT_LABELS, GRADED_COLUMNS, GROUP_COLUMNS,
-                      OPTIONAL_RESULT_COLUMNS, RESULT_COLUMNS, ScoreError)
+                      OPTIONAL_RESULT_COLUMNS, RESULT_COLUMNS, SCHEDULE_COLUMNS,
+                      UNKNOWN_SCHEDULE, ScoreError)
 from .paper import paper_model_name
+from .provenance import schedule_label
 from .report import format_table, write_report
 from .statistics import order_key, spearman, summarize
 
 
 #: types of the result columns read back from a ``results.tsv`` (the others are strings)
 _RESULT_TYPES = {"n_train": int, "entropy_bits": float, "seed": int, "data_seed": int,
-                 "accuracy": float, **{c: float for c in GRADED_COLUMNS}}
+                 "accuracy": float, "updates": int, "epochs": float, "preset_max_update": int,
+                 **{c: float for c in GRADED_COLUMNS}}
 
 
 def read_results_tsv(path: str | os.PathLike) -> List[dict]:
     """The rows of a ``results.tsv`` that :func:`aggregate` wrote, as result rows (see
     :func:`collect_scores`; ``path`` is ``FILE:LINE``), so that committed results can be
-    aggregated together with new runs.  Graded columns the file lacks (older aggregates)
-    are None.
+    aggregated together with new runs.  Graded and schedule columns the file lacks (older
+    aggregates) are None, the schedule ``unknown``.
 
     Raises:
         DataFormatError: the file is missing or unreadable.
@@ -42,7 +45,8 @@ def read_results_tsv(path: str | os.PathLike) -> List[dict]:
     """
     lines = read_lines(path)
     reader = csv.DictReader(lines, delimiter="\t")
-    missing = [c for c in RESULT_COLUMNS if c not in (reader.fieldnames or [])]
+    missing = [c for c in RESULT_COLUMNS
+               if c not in (reader.fieldnames or []) and c not in SCHEDULE_COLUMNS]
     if missing:
         raise ScoreError(f"{path}:1: missing column(s) {', '.join(missing)}. Fix: pass a "
                          "results.tsv written by fairseq-entropy aggregate, or the run "
@@ -67,6 +71,7 @@ def read_results_tsv(path: str | os.PathLike) -> List[dict]:
             raise ScoreError(f"{path}:{lineno}: unknown checkpoint label "
                              f"{row['checkpoint']!r}. Fix: use "
                              f"{', '.join(CHECKPOINT_LABELS)}")
+        row["schedule"] = row["schedule"] or UNKNOWN_SCHEDULE
         row["path"] = f"{path}:{lineno}"
         rows.append(row)
     return rows
@@ -77,7 +82,9 @@ def collect_scores(roots: Iterable[str | os.PathLike]) -> List[dict]:
     :data:`GRADED_COLUMNS` (None when the file has no graded metrics) and ``path``, the file
     it came from), sorted by :data:`~.columns.GROUP_COLUMNS`, then seed.  A score of a data
     variant (:func:`.provenance.data_variant`) gets the experiment
-    ``<experiment>+<variant>``, a curve of its own without paper values.  A root that is a
+    ``<experiment>+<variant>``, a curve of its own without paper values.  The schedule
+    columns come from the score's ``schedule`` record (:func:`.provenance.schedule_label`;
+    ``unknown`` for a score written before schedules were recorded).  A root that is a
     ``.tsv`` file is read as an earlier aggregate's ``results.tsv``
     (:func:`read_results_tsv`).
 
@@ -114,6 +121,10 @@ def collect_scores(roots: Iterable[str | os.PathLike]) -> List[dict]:
                 graded[f"accuracy_{conj}"] = stats.get("accuracy")
             row = {**{c: rec.get(c) for c in RESULT_COLUMNS},
                    **{c: graded.get(c) for c in GRADED_COLUMNS}, "path": str(f)}
+            sched = rec.get("schedule") if isinstance(rec.get("schedule"), dict) else {}
+            row.update(schedule=schedule_label(sched), updates=sched.get("updates"),
+                       epochs=sched.get("epochs"),
+                       preset_max_update=sched.get("preset_max_update"))
             if rec.get("variant"):
                 row["experiment"] = f"{rec['experiment']}+{rec['variant']}"
             rows.append(row)

@@ -12,9 +12,18 @@ from ..scan.grammar import CONJUNCTIONS
 
 #: columns of ``results.tsv``, one row per score.json
 RESULT_COLUMNS = ("experiment", "preset", "model", "n_train", "level", "entropy_bits",
-                  "checkpoint", "seed", "data_seed", "accuracy")
-#: result columns a score may lack (None in its row)
-OPTIONAL_RESULT_COLUMNS = ("entropy_bits", "data_seed")
+                  "checkpoint", "schedule", "seed", "data_seed", "accuracy", "updates",
+                  "epochs", "preset_max_update")
+#: result columns a score may lack (None in its row); a ``results.tsv`` may lack the columns
+#: of :data:`SCHEDULE_COLUMNS` (older aggregates)
+OPTIONAL_RESULT_COLUMNS = ("entropy_bits", "data_seed", "schedule", "updates", "epochs",
+                           "preset_max_update")
+#: the schedule of a run (``score.json``'s ``schedule``): its label (the cell key's part,
+#: ``provenance.schedule_label``; ``unknown`` when not recorded), the updates and epochs done
+#: and the preset's own ``max_update`` on the level
+SCHEDULE_COLUMNS = ("schedule", "updates", "epochs", "preset_max_update")
+#: the schedule label of a score without a recorded schedule
+UNKNOWN_SCHEDULE = "unknown"
 #: graded metrics of ``score.json`` (its ``graded`` record) and the exact match of the
 #: commands of each conjunction (its ``by_conjunction`` record: ``accuracy_and``,
 #: ``accuracy_after``), carried into ``results.tsv`` and averaged over seeds in
@@ -23,7 +32,7 @@ GRADED_COLUMNS = ("clause_accuracy", "correct_except_restricted_clause", "chrf",
                   *(f"accuracy_{c}" for c in CONJUNCTIONS))
 #: what identifies a group of runs that differ only by their seed; ``results.tsv`` is sorted
 #: by these columns, then by seed
-GROUP_COLUMNS = ("experiment", "preset", "n_train", "level", "checkpoint")
+GROUP_COLUMNS = ("experiment", "preset", "n_train", "level", "checkpoint", "schedule")
 #: checkpoint labels a run is scored with: the last one, the best on the validation split
 #: (seq_acc), and the one with the lowest loss on the test split (the paper authors'
 #: selection: their validation file was the test set; ``SELECT=test-loss`` in

@@ -1,20 +1,38 @@
 """Where a score comes from: the decoded level (its ``manifest.json``), the checkpoint (its
-architecture, seed and training data), the preset, the model and the training seed.
+architecture, seed, training data and schedule), the preset, the model and the training seed.
 
 :func:`resolve_provenance` fills in what the ``score`` options leave out from the checkpoint
 that was decoded and checks that the options do not contradict it; :func:`provenance` is the
 record a ``score.json`` keeps of it.
+
+The training data is checked by its manifest: the checkpoint records the SHA-256 of the
+training data's ``manifest.json`` (task option ``train_data_manifest_sha256``), and the
+``--data`` of the score must have the same manifest (:func:`check_training_data`).  Without
+the checkpoint (moved away), the record is read from the decode's log ``<output>.log``
+(``generate-last.log`` beside ``generate-last.txt``), where the ``systematicity`` task logs
+it as ``checkpoint record: {json}`` when fairseq-generate loads the checkpoint.  With neither,
+the score is refused unless ``unverified`` is asked for.  A checkpoint written before the
+record existed, or trained on data without a manifest, is scored with a statement that the
+data could not be verified (``score.json``: ``training_data_check``).
+
+The schedule (:func:`schedule_record`): the checkpoint's ``max_update`` and ``max_epoch``, the
+updates and epochs it did, and the hash of the preset's fairseq-train arguments
+(``train_args_sha256``, set by ``fairseq-entropy run``), beside the preset's own schedule for
+the level when known.  Aggregates keep runs of different schedules apart
+(:func:`schedule_label`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import math
 import os
 from pathlib import Path
-from typing import Mapping, Optional, Tuple
+from typing import Callable, Mapping, Optional, Tuple
 
 from ..errors import UserError
-from ..files import read_json
+from ..files import iter_text_lines, read_json
 from .columns import CHECKPOINT_LABELS, ScoreError
 
 
@@ -40,8 +58,12 @@ def read_checkpoint_info(path: str | os.PathLike) -> dict:
     here, on first use, so that the rest of the package does not need it).
 
     Returns:
-        ``{"path": absolute path, "arch": str | None, "seed": int | None, "data": str | None}``
-        from the checkpoint's ``cfg`` (or legacy ``args``).
+        ``{"path": absolute path, "arch": str | None, "seed": int | None, "data": str | None,
+        "training": dict}`` from the checkpoint's ``cfg`` (or legacy ``args``); ``training``
+        holds ``data_manifest_sha256`` (None when the checkpoint predates the record, ``""``
+        for data without a manifest), ``experiment``, ``level``, ``data_seed``,
+        ``train_args_sha256``, ``max_update``, ``max_epoch``, ``batch_size``, ``updates``
+        (done) and ``epoch_state`` (fairseq's iterator ``[epoch, iterations_in_epoch]``).
 
     Raises:
         ScoreError: the file cannot be loaded as a checkpoint.
@@ -67,8 +89,127 @@ def read_checkpoint_info(path: str | os.PathLike) -> dict:
 
     arch = get("model", "arch") or get("model", "_name")
     seed = get("common", "seed")
+    history = state.get("optimizer_history") or [{}]
+    iterator = (state.get("extra_state") or {}).get("train_iterator") or {}
+    training = {"data_manifest_sha256": get("task", "train_data_manifest_sha256"),
+                "experiment": get("task", "train_data_experiment"),
+                "level": get("task", "train_data_level"),
+                "data_seed": get("task", "train_data_seed"),
+                "train_args_sha256": get("task", "train_args_sha256"),
+                "max_update": get("optimization", "max_update"),
+                "max_epoch": get("optimization", "max_epoch"),
+                "batch_size": get("dataset", "batch_size"),
+                "updates": history[-1].get("num_updates"),
+                "epoch_state": [iterator["epoch"], iterator.get("iterations_in_epoch", 0)]
+                if "epoch" in iterator else None}
     return {"path": str(Path(path).resolve()), "arch": arch,
-            "seed": None if seed is None else int(seed), "data": get("task", "data")}
+            "seed": None if seed is None else int(seed), "data": get("task", "data"),
+            "training": training}
+
+
+#: the line the ``systematicity`` task logs when a checkpoint is loaded
+RECORD_MARK = "checkpoint record: "
+
+
+def read_generate_log(path: str | os.PathLike) -> Optional[dict]:
+    """The checkpoint's ``training`` record logged by the ``systematicity`` task in a
+    fairseq-generate log (the last ``checkpoint record: {json}`` line), or None when the
+    file does not exist or has no such line.
+
+    Raises:
+        DataFormatError: the log is not UTF-8 text.
+    """
+    if not Path(path).is_file():
+        return None
+    found = None
+    for _, line in iter_text_lines(path):
+        if RECORD_MARK in line:
+            try:
+                found = json.loads(line.split(RECORD_MARK, 1)[1]).get("training")
+            except (ValueError, AttributeError):
+                continue
+    return found
+
+
+def check_training_data(training: Optional[dict], source: str, manifest: dict,
+                        manifest_sha256: str, data: str | os.PathLike) -> str:
+    """Compare the training data recorded by a checkpoint (``training``, see
+    :func:`read_checkpoint_info`; ``source`` names where it was read) with the decoded level
+    (``data``, its ``manifest`` and SHA-256).
+
+    Returns:
+        the statement ``score.json`` keeps as ``training_data_check``: ``verified: ...`` or
+        ``not verified: ...`` (an older checkpoint without the record, or data without a
+        manifest).
+
+    Raises:
+        UserError: the checkpoint was trained on data with another manifest (names both
+            levels and the fix).
+    """
+    recorded = (training or {}).get("data_manifest_sha256")
+    if recorded is None:
+        return (f"not verified: {source} does not record its training data (written before "
+                "checkpoints recorded it)")
+    if recorded == "":
+        return f"not verified: {source} was trained on data without a manifest.json"
+    if recorded != manifest_sha256:
+        theirs = f"{training.get('experiment') or '?'} {training.get('level') or '?'} " \
+                 f"(data seed {training.get('data_seed')})"
+        ours = f"{manifest.get('experiment')} {manifest.get('level')} (data seed " \
+               f"{manifest.get('seed')})"
+        raise UserError(f"--data {data} is {ours}, but {source} was trained on {theirs}: "
+                        f"its training data's manifest.json has SHA-256 {recorded[:16]}..., "
+                        f"this level's {manifest_sha256[:16]}.... Fix: pass --data with the "
+                        "level the checkpoint was trained on (its data-bin, or the build "
+                        "level it was binarized from), or --path with the checkpoint that "
+                        "was decoded")
+    return f"verified: the data's manifest.json is the one {source} was trained on"
+
+
+def schedule_record(training: Optional[dict], n_train: Optional[int],
+                    own: Optional[dict] = None) -> dict:
+    """The ``schedule`` of a ``score.json``: ``max_update``, ``max_epoch``, ``updates`` and
+    ``epochs`` done, ``train_args_sha256`` (each None when not recorded) and the preset's own
+    schedule for the level (``own``: ``{"epochs", "max_update"}``) as ``preset_epochs`` and
+    ``preset_max_update``.
+
+    ``epochs`` done: fairseq's iterator state ``(epoch, iterations_in_epoch)`` gives
+    ``epoch - 1`` whole epochs plus ``iterations_in_epoch`` of ceil(N / batch size) updates;
+    without the iterator state, updates / ceil(N / batch size); rounded to 3 decimals; None
+    when neither the batch size nor whole epochs tell it.
+    """
+    t = training or {}
+    per_epoch = math.ceil(n_train / t["batch_size"]) if n_train and t.get("batch_size") \
+        else None
+    epochs = None
+    state = t.get("epoch_state")
+    if state and state[1] == 0:
+        epochs = float(state[0] - 1)
+    elif state and per_epoch:
+        epochs = round(state[0] - 1 + state[1] / per_epoch, 3)
+    elif t.get("updates") is not None and per_epoch:
+        epochs = round(t["updates"] / per_epoch, 3)
+    return {"max_update": t.get("max_update"), "max_epoch": t.get("max_epoch"),
+            "updates": t.get("updates"), "epochs": epochs,
+            "train_args_sha256": t.get("train_args_sha256"),
+            "preset_epochs": (own or {}).get("epochs"),
+            "preset_max_update": (own or {}).get("max_update")}
+
+
+def schedule_label(schedule: Optional[dict]) -> str:
+    """The schedule part of an aggregate's cell key: ``max_update=U`` (and ``max_epoch=E``
+    when set) and the first 8 hex digits of the arguments' hash, e.g. ``max_update=40
+    args=1a2b3c4d``; ``unknown`` for a score without a recorded schedule (older score files
+    and ``results.tsv``).  Runs with different labels are never seeds of one cell."""
+    s = schedule or {}
+    if s.get("max_update") is None and s.get("max_epoch") is None:
+        return "unknown"
+    parts = [f"max_update={s.get('max_update') or 0}"]
+    if s.get("max_epoch"):
+        parts.append(f"max_epoch={s['max_epoch']}")
+    if s.get("train_args_sha256"):
+        parts.append(f"args={s['train_args_sha256'][:8]}")
+    return " ".join(parts)
 
 
 def data_variant(manifest: dict) -> str:
@@ -93,13 +234,17 @@ def data_variant(manifest: dict) -> str:
 
 def provenance(manifest: dict, manifest_sha256: str, data_dir: str | os.PathLike,
                split: str, checkpoint: str, preset: str, model: str, seed: int,
-               checkpoint_path: Optional[str] = None) -> dict:
+               checkpoint_path: Optional[str] = None, training: Optional[dict] = None,
+               data_check: str = "", own_schedule: Optional[dict] = None) -> dict:
     """The metadata a ``score.json`` records about where its number comes from.
 
     Keys: experiment, variant (:func:`data_variant`), level, entropy_bits,
     target_entropy_bits, grammar, data_seed, n_train (training-set size N), split, data
     (absolute path), data_manifest_sha256, preset, model, seed (training seed), checkpoint
-    (label) and checkpoint_path.
+    (label), checkpoint_path, training_data_check (the statement of
+    :func:`check_training_data`), train_data_manifest_sha256 (the checkpoint's record, None
+    when unknown), schedule (:func:`schedule_record` of ``training``) and schedule_label
+    (:func:`schedule_label`).
 
     Raises:
         ScoreError: an unknown checkpoint label.
@@ -108,6 +253,7 @@ def provenance(manifest: dict, manifest_sha256: str, data_dir: str | os.PathLike
         raise ScoreError(f"unknown checkpoint label {checkpoint!r}. Fix: pass --checkpoint "
                          f"{', '.join(CHECKPOINT_LABELS)}")
     sizes = manifest.get("sizes", {})
+    schedule = schedule_record(training, sizes.get("train"), own_schedule)
     return {"experiment": manifest.get("experiment"), "variant": data_variant(manifest),
             "level": manifest.get("level"),
             "entropy_bits": manifest.get("entropy_bits"),
@@ -116,25 +262,35 @@ def provenance(manifest: dict, manifest_sha256: str, data_dir: str | os.PathLike
             "n_train": sizes.get("train"), "split": split,
             "data": str(Path(data_dir).resolve()), "data_manifest_sha256": manifest_sha256,
             "preset": preset, "model": model, "seed": seed, "checkpoint": checkpoint,
-            "checkpoint_path": checkpoint_path}
+            "checkpoint_path": checkpoint_path, "training_data_check": data_check,
+            "train_data_manifest_sha256": (training or {}).get("data_manifest_sha256"),
+            "schedule": schedule, "schedule_label": schedule_label(schedule)}
 
 
 def resolve_provenance(generate_output: str | os.PathLike, checkpoint_label: str,
                        presets: Mapping[str, dict], path: Optional[str | os.PathLike] = None,
                        data: Optional[str | os.PathLike] = None, preset: Optional[str] = None,
                        model: Optional[str] = None, seed: Optional[int] = None,
-                       split: str = "test") -> dict:
+                       split: str = "test", unverified: bool = False,
+                       own_schedule: Optional[Callable[[dict, dict], Optional[dict]]] = None
+                       ) -> dict:
     """Resolve the data, preset, model and seed of a decode.
 
     Each comes from its argument, else from the decoded checkpoint (``path``, or
     ``checkpoints/checkpoint_<checkpoint_label>.pt`` beside ``generate_output``): its training
     data, its architecture (the one preset of that architecture and the data's experiment)
-    and its seed.
+    and its seed.  The data must be the checkpoint's training data
+    (:func:`check_training_data`); without the checkpoint, its record is read from the
+    decode's log ``<generate_output without suffix>.log`` (:func:`read_generate_log`).
 
     Args:
         presets: the known presets, name -> preset dict (``arch``, ``experiment``, ``model``
             keys are read), as ``experiments.presets.load_presets()`` returns them; the caller
             checks that ``preset`` is one of them.
+        unverified: score without any record of the checkpoint (no checkpoint, no log),
+            taking the data, preset and seed as given; ``score.json`` says so.
+        own_schedule: ``(preset dict, level manifest) -> {"epochs", "max_update"}``, the
+            preset's own schedule on the level (None when unknown), recorded beside the run's.
 
     Returns:
         ``{"data": the level directory, "meta": :func:`provenance` of the decode}``.
@@ -152,6 +308,9 @@ def resolve_provenance(generate_output: str | os.PathLike, checkpoint_label: str
                         "that was decoded")
     info = read_checkpoint_info(ckpt) if ckpt.is_file() else None
     where = f"checkpoint {ckpt}" if info else f"no checkpoint at {ckpt}"
+    log = Path(generate_output).with_suffix(".log")
+    training, source = ((info["training"], f"checkpoint {ckpt}") if info else
+                        (read_generate_log(log), f"the checkpoint record in {log}"))
 
     data = data or (info or {}).get("data")
     if not data or not Path(data).is_dir():
@@ -159,6 +318,17 @@ def resolve_provenance(generate_output: str | os.PathLike, checkpoint_label: str
                         f"{', whose data ' + repr(data) + ' is not a directory' if data else ''}"
                         "). Fix: pass --data LEVEL_DIR")
     manifest, sha = load_data_manifest(data)
+    if training is not None:
+        data_check = check_training_data(training, source, manifest, sha, data)
+    elif unverified:
+        data_check = (f"not verified: {where} and no checkpoint record in {log} "
+                      "(--unverified: the data, preset and seed were taken as given)")
+    else:
+        raise UserError(f"{where} and no checkpoint record in {log}: the training data and "
+                        f"schedule of {generate_output} cannot be verified. Fix: pass --path "
+                        "with the checkpoint that was decoded (or keep fairseq-generate's log "
+                        "as that .log file), or --unverified to score it as --data, --preset "
+                        "and --seed say")
 
     if info and info["arch"]:
         same_arch = sorted(n for n, p in presets.items() if p.get("arch") == info["arch"])
@@ -194,6 +364,8 @@ def resolve_provenance(generate_output: str | os.PathLike, checkpoint_label: str
     if seed is None:
         raise UserError(f"the training seed is unknown (no --seed; {where}). Fix: pass --seed "
                         "S or --path CHECKPOINT")
+    own = own_schedule(presets[preset], manifest) if own_schedule else None
     return {"data": data, "meta": provenance(manifest, sha, data, split, checkpoint_label,
                                              preset, preset_model, seed,
-                                             info["path"] if info else None)}
+                                             info["path"] if info else None, training,
+                                             data_check, own)}

@@ -34,11 +34,13 @@ from .paper import (DEFAULT_EXP1_TRAIN_SIZE, paper_lookup, paper_results)
 
 #: columns of ``summary.tsv``: the cell (curve name = preset, N, checkpoint, level), the seed
 #: statistics and the agreement with the paper
-SUMMARY_COLUMNS = ("experiment", "preset", "n_train", "checkpoint", "level", "entropy_bits",
+SUMMARY_COLUMNS = ("experiment", "preset", "n_train", "checkpoint", "schedule", "updates",
+                   "preset_max_update", "level", "entropy_bits",
                    "mean", "std", "n", "ci_low", "ci_high", "paper_mean", "paper_std", "diff",
                    "tolerance", "agree", "clause_accuracy", "correct_except_restricted_clause",
                    "chrf", "bleu", "accuracy_and", "accuracy_after", "note")
-CURVE_COLUMNS = ("experiment", "model", "train_size", "checkpoint", "levels", "seeds", "rho",
+CURVE_COLUMNS = ("experiment", "model", "train_size", "checkpoint", "schedule", "levels",
+                 "seeds", "rho",
                  "h50", "h50_ci_low", "h50_ci_high", "paper_h50", "note")
 
 
@@ -139,15 +141,19 @@ def plot_figure(cells: Sequence[dict], paper_rows: Sequence[dict], name: str,
     for ax, panel_name in zip(axes.flat, models):
         mine = [c for c in cells if panel(c) == panel_name]
         model = mine[0]["model"]
-        sizes = sorted({c["train_size"] or 0 for c in mine})
-        for i, n in enumerate(sizes):
-            rs = sorted((c for c in mine if (c["train_size"] or 0) == n),
-                        key=lambda c: c["entropy_bits"])
+        lines_ = sorted({(c["train_size"] or 0, st.schedule_of(c)) for c in mine})
+        sizes = sorted({n for n, _ in lines_})
+        schedules = {s for _, s in lines_}
+        for i, (n, schedule) in enumerate(lines_):
+            rs = sorted((c for c in mine if (c["train_size"] or 0, st.schedule_of(c))
+                         == (n, schedule)), key=lambda c: c["entropy_bits"])
             xs = [c["entropy_bits"] for c in rs]
             ys = [c["mean"] for c in rs]
             lo = [c["mean"] - c["ci_low"] if not math.isnan(c["ci_low"]) else 0.0 for c in rs]
             hi = [c["ci_high"] - c["mean"] if not math.isnan(c["ci_high"]) else 0.0 for c in rs]
             label = f"ours (N={n})" if len(sizes) > 1 else "ours"
+            if len(schedules) > 1:
+                label += f" [{schedule}]"
             counts = sorted({int(c["n"]) for c in rs})
             seeds = (f"{counts[0]} seed(s)" if len(counts) == 1
                      else f"{counts[0]}-{counts[-1]} seeds per level")
@@ -186,12 +192,12 @@ def format_table(summary: Sequence[dict]) -> str:
     """A plain-text table of :func:`~.statistics.summarize` rows, one line per cell (mean and
     std of accuracy as fractions, entropy in bits)."""
     lines = [f"{'experiment':<10} {'preset':<34} {'N':>6} {'ckpt':<5} {'level':<13} "
-             f"{'H(bits)':>7} {'acc_mean':>8} {'acc_std':>7} {'n':>2}"]
+             f"{'H(bits)':>7} {'acc_mean':>8} {'acc_std':>7} {'n':>2}  schedule"]
     for r in summary:
         h = "n/a" if r["entropy_bits"] is None else f"{r['entropy_bits']:.3f}"
         lines.append(f"{r['experiment']:<10} {r['preset']:<34} {r['n_train']:>6} "
                      f"{r['checkpoint']:<5} {r['level']:<13} {h:>7} {r['mean']:>8.4f} "
-                     f"{r['std']:>7.4f} {r['n']:>2}")
+                     f"{r['std']:>7.4f} {r['n']:>2}  {st.schedule_of(r)}")
     return "\n".join(lines) + "\n"
 
 
@@ -234,8 +240,8 @@ def write_report(rows: Sequence[dict], out_dir: str | os.PathLike,
     find = paper_lookup(paper_rows, paper_model)
     for c in curves:  # H50 of the paper's mean curve at the same levels, for comparison
         mine = [x for x in cells if (x["experiment"], x["model"], x["train_size"],
-                                     x["checkpoint"]) == (c["experiment"], c["model"],
-                                                          c["train_size"], c["checkpoint"])]
+                                     x["checkpoint"], x["schedule"]) ==
+                (c["experiment"], c["model"], c["train_size"], c["checkpoint"], c["schedule"])]
         ref = [find(x["experiment"], x["model"], x["train_size"], x["entropy_bits"])[0]
                for x in mine]
         c["paper_h50"] = st.fit_h50([float(p["entropy_bits"]) for p in ref],
@@ -247,7 +253,7 @@ def write_report(rows: Sequence[dict], out_dir: str | os.PathLike,
     for c in cells:
         c["preset"] = c["model"]
         c["n_train"] = n_of.get((c["experiment"], c["model"], c["train_size"], str(c["level"]),
-                                 c["checkpoint"]))
+                                 c["checkpoint"], c["schedule"]))
     paths: Dict[str, object] = {}
     atomic_write_text(out / "summary.tsv", tsv(cells, SUMMARY_COLUMNS))
     atomic_write_text(out / "curves.tsv", tsv(curves, CURVE_COLUMNS))
@@ -278,7 +284,8 @@ def write_report(rows: Sequence[dict], out_dir: str | os.PathLike,
           f"Agreement: a cell agrees when |ours - paper mean| <= max({st.AGREE_STDS:g} x "
           f"paper std, {st.AGREE_FLOOR:.2f}). **{n_yes} of {len(agree)}** cells with a paper "
           "value agree. CIs are 95% percentile bootstrap intervals over seeds "
-          "(`scipy.stats.bootstrap`); with one seed there is no CI.\n"]
+          "(`scipy.stats.bootstrap`); with one seed there is no CI.\n",
+          schedule_note(cells)]
     for name, p in figures:
         md.append(f"## {figure_title(name)}\n\n![{name}]({p.name})\n")
     md.append("## Curves: Spearman rho and H50\n")
@@ -287,36 +294,78 @@ def write_report(rows: Sequence[dict], out_dir: str | os.PathLike,
               "curves. The paper's H50 is the same fit of its mean curve at our levels.\n")
     md.append(_md_table(
         [{**c, "h50_ci": _interval(c["h50_ci_low"], c["h50_ci_high"])} for c in curves],
-        ("experiment", "model", "train_size", "checkpoint", "levels", "seeds", "rho", "h50",
-         "h50_ci", "paper_h50", "note"),
-        ("experiment", "model", "N", "ckpt", "levels", "seeds", "Spearman rho", "H50 (bits)",
-         "H50 95% CI", "paper H50", "note")))
+        ("experiment", "model", "train_size", "checkpoint", "schedule", "levels", "seeds",
+         "rho", "h50", "h50_ci", "paper_h50", "note"),
+        ("experiment", "model", "N", "ckpt", "schedule", "levels", "seeds", "Spearman rho",
+         "H50 (bits)", "H50 95% CI", "paper H50", "note")))
     md.append("\n## Agreement with the paper, per cell\n")
     md.append(_md_table(
         [{**c, "ci": _interval(c["ci_low"], c["ci_high"])} for c in cells],
-        ("experiment", "model", "train_size", "checkpoint", "level", "entropy_bits", "n",
-         "mean", "std", "ci", "paper_mean", "paper_std", "diff", "tolerance", "agree", "note"),
-        ("experiment", "model", "N", "ckpt", "level", "H (bits)", "seeds", "mean", "std",
-         "95% CI", "paper mean", "paper std", "ours - paper", "tolerance", "agree", "note")))
+        ("experiment", "model", "train_size", "checkpoint", "schedule", "updates", "level",
+         "entropy_bits", "n", "mean", "std", "ci", "paper_mean", "paper_std", "diff",
+         "tolerance", "agree", "note"),
+        ("experiment", "model", "N", "ckpt", "schedule", "updates", "level", "H (bits)",
+         "seeds", "mean", "std", "95% CI", "paper mean", "paper std", "ours - paper",
+         "tolerance", "agree", "note")))
     atomic_write_text(out / "report.md", "\n".join(md))
     paths["report"] = out / "report.md"
     paths["agreement"] = agreement_lines(cells)
     return paths  # type: ignore[return-value]
 
 
+def schedule_comparison(cells: Sequence[dict]) -> str:
+    """How the schedule of a curve's ``cells`` compares with its preset's own (the paper's
+    epochs, for the paper's presets): e.g. ``schedule max_update=40 args=1a2b3c4d (40
+    updates), shorter than the preset's own 4500 updates``; ``schedule unknown`` when not
+    recorded; the preset's part is left out when the cells do not record it."""
+    c = cells[0]
+    text = f"schedule {st.schedule_of(c)}"
+    updates = {x.get("updates") for x in cells}
+    if len(updates) == 1 and None not in updates:
+        text += f" ({updates.pop()} updates)"
+    own = {x.get("preset_max_update") for x in cells}
+    mine = c.get("updates")
+    if len(own) == 1 and None not in own and mine is not None:
+        own_updates = own.pop()
+        if mine != own_updates:
+            text += (f", {'shorter' if mine < own_updates else 'longer'} than the preset's own "
+                     f"{own_updates} updates: not the paper's schedule")
+        else:
+            text += ", the preset's own schedule"
+    return text
+
+
+def schedule_note(cells: Sequence[dict]) -> str:
+    """The sentence of ``report.md`` that names the schedules of the cells that have a
+    paper value, and says which differ from their preset's own (the paper's) schedule."""
+    curves: Dict[tuple, List[dict]] = {}
+    for c in cells:
+        if c["agree"] in ("yes", "no"):
+            curves.setdefault(st.curve_key(c), []).append(c)
+    if not curves:
+        return "Schedules: no cell has a paper value.\n"
+    parts = [f"{exp} {preset} N={n} {ckpt}: {schedule_comparison(rows)}"
+             for (exp, preset, n, ckpt, _), rows in sorted(curves.items(), key=str)]
+    return ("Schedules (runs of different schedules are different cells; a schedule other "
+            "than the preset's own does not reproduce the paper's): " + "; ".join(parts)
+            + ".\n")
+
+
 def agreement_lines(cells: Sequence[dict]) -> List[str]:
-    """One line per curve (experiment, preset, N, checkpoint) of the agreement-table ``cells``
-    (``summary.tsv`` rows): how many of its levels agree with the paper (|ours - paper mean|
-    <= max(2 paper std, 0.10)) and which do not; cells without a paper value are left out."""
+    """One line per curve (experiment, preset, N, checkpoint, schedule) of the
+    agreement-table ``cells`` (``summary.tsv`` rows): how many of its levels agree with the
+    paper (|ours - paper mean| <= max(2 paper std, 0.10)), which do not, and the schedule
+    (:func:`schedule_comparison`); cells without a paper value are left out."""
     curves: Dict[tuple, List[dict]] = {}
     for c in cells:
         if c["agree"] in ("yes", "no"):
             curves.setdefault(st.curve_key(c), []).append(c)
     lines = []
-    for (exp, preset, n_train, ckpt), rows in sorted(curves.items(), key=str):
+    for (exp, preset, n_train, ckpt, _), rows in sorted(curves.items(), key=str):
         out = [f"{r['level']} ({float(r['mean']):.3f} vs {float(r['paper_mean']):.3f})"
                for r in rows if r["agree"] == "no"]
         lines.append(f"agreement with the paper {exp} {preset} N={n_train} {ckpt}: "
                      f"{len(rows) - len(out)}/{len(rows)} levels inside max(2 std, 0.10)"
-                     + (f"; outside: {', '.join(out)}" if out else ""))
+                     + (f"; outside: {', '.join(out)}" if out else "")
+                     + f" ({schedule_comparison(rows)})")
     return lines

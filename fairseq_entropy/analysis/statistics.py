@@ -3,16 +3,18 @@ agreement with the paper.
 
 Everything here works on plain result rows (dicts) with the keys ``experiment``, ``model``
 (or ``preset``), ``level``, ``entropy_bits``, ``seed``, ``checkpoint``, ``accuracy`` and
-optionally ``train_size`` (N) -- the rows of ``results.tsv``.
+optionally ``train_size`` (N) and ``schedule`` (``unknown`` when absent) -- the rows of
+``results.tsv``.  Runs of different schedules are different cells and curves.
 
 * :func:`summarize`: per cell (:func:`cell_key`) the mean, sample std (0 for one seed) and
   number of seeds: the table ``fairseq-entropy aggregate`` prints; :func:`spearman` the rank
   correlation of its curves (:func:`curve_key`).
-* :func:`cell_statistics`: per (experiment, model, N, level, checkpoint) the mean, sample std,
+* :func:`cell_statistics`: per cell (:func:`cell_key`) the mean, sample std,
   number of seeds and a 95% bootstrap CI of the mean accuracy (``scipy.stats.bootstrap``,
   percentile method, resampling seeds). One seed has no spread: std and CI are NaN and the row
   says so.
-* :func:`curve_statistics`: per curve (all levels of one experiment, model, N, checkpoint) the
+* :func:`curve_statistics`: per curve (:func:`curve_key`: all levels of one experiment, model,
+  N, checkpoint and schedule) the
   Spearman rank correlation between entropy and mean accuracy, and H50, the entropy (bits) at
   which a logistic fit ``acc(H) = 1 / (1 + exp(-k (H - H50)))`` (``scipy.optimize.curve_fit``)
   crosses 0.5, with a bootstrap CI over seeds (whole per-seed curves are resampled and refit).
@@ -29,7 +31,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .columns import GRADED_COLUMNS, GROUP_COLUMNS, ScoreError
+from .columns import GRADED_COLUMNS, GROUP_COLUMNS, UNKNOWN_SCHEDULE, ScoreError
 from .paper import paper_lookup
 
 #: confidence level of every interval here
@@ -71,17 +73,25 @@ def curve_size(row: dict):
     return "support" if base_experiment(row["experiment"]) == "exp2" else train_size_of(row)
 
 
+def schedule_of(row: dict) -> str:
+    """The row's schedule label (``schedule``; ``unknown`` when not recorded), see
+    :func:`.provenance.schedule_label`."""
+    return str(row.get("schedule") or UNKNOWN_SCHEDULE)
+
+
 def cell_key(row: dict) -> tuple:
-    """(experiment, model, N, level, checkpoint) of a row (N: :func:`train_size_of`); the
-    rows of a cell differ only by their training seed."""
+    """(experiment, model, N, level, checkpoint, schedule) of a row (N:
+    :func:`train_size_of`, schedule: :func:`schedule_of`); the rows of a cell differ only by
+    their training seed, so runs of different schedules are never averaged."""
     return (row["experiment"], model_of(row), train_size_of(row), str(row["level"]),
-            row["checkpoint"])
+            row["checkpoint"], schedule_of(row))
 
 
 def curve_key(row: dict) -> tuple:
-    """(experiment, model, N, checkpoint) of a row (N: :func:`curve_size`): the curve of
-    accuracy against entropy that its level is a point of."""
-    return (row["experiment"], model_of(row), curve_size(row), row["checkpoint"])
+    """(experiment, model, N, checkpoint, schedule) of a row (N: :func:`curve_size`): the
+    curve of accuracy against entropy that its level is a point of."""
+    return (row["experiment"], model_of(row), curve_size(row), row["checkpoint"],
+            schedule_of(row))
 
 
 def order_key(values: Sequence) -> tuple:
@@ -133,11 +143,12 @@ def summarize(rows: Sequence[dict]) -> List[dict]:
         std = math.sqrt(sum((a - mean) ** 2 for a in accs) / (len(accs) - 1)) \
             if len(accs) > 1 else 0.0
         h = rs[0]["entropy_bits"]
-        out.append({**{c: rs[0][c] for c in GROUP_COLUMNS}, "model": rs[0]["model"],
+        out.append({**{c: rs[0].get(c) for c in GROUP_COLUMNS}, "model": rs[0]["model"],
+                    "schedule": schedule_of(rs[0]),
                     "entropy_bits": None if h is None else float(h), "mean": mean, "std": std,
                     "n": len(accs)})
     out.sort(key=lambda r: (*order_key((r["experiment"], r["preset"], r["n_train"],
-                                        r["checkpoint"])),
+                                        r["checkpoint"], r["schedule"])),
                             math.inf if r["entropy_bits"] is None else r["entropy_bits"],
                             str(r["level"])))
     return out
@@ -182,25 +193,30 @@ def bootstrap_mean_ci(values: Sequence[float], confidence: float = CONFIDENCE,
 
 
 def cell_statistics(rows: Sequence[dict]) -> List[dict]:
-    """Mean, std, n and bootstrap CI of accuracy per (experiment, model, N, level, checkpoint).
+    """Mean, std, n and bootstrap CI of accuracy per cell (:func:`cell_key`: experiment, model,
+    N, level, checkpoint, schedule).
 
     Returns:
-        one dict per cell with ``experiment, model, train_size, level, checkpoint,
-        entropy_bits, mean, std, n, ci_low, ci_high, note`` (``note`` says when a CI is
-        undefined), plus the seed mean of each graded metric of
-        :data:`~.columns.GRADED_COLUMNS` that every run of the cell has (else None), sorted
-        by experiment, model, N, checkpoint, entropy.
+        one dict per cell with ``experiment, model, train_size, level, checkpoint, schedule,
+        updates, preset_max_update`` (the updates done and the preset's own max_update when
+        every run of the cell records the same, else None), ``entropy_bits, mean, std, n,
+        ci_low, ci_high, note`` (``note`` says when a CI is undefined), plus the seed mean of
+        each graded metric of :data:`~.columns.GRADED_COLUMNS` that every run of the cell has
+        (else None), sorted by experiment, model, N, checkpoint, schedule, entropy.
     """
     groups: Dict[tuple, List[dict]] = defaultdict(list)
     for r in rows:
         groups[cell_key(r)].append(r)
     out = []
-    for (exp, model, n, level, ckpt), rs in groups.items():
+    for (exp, model, n, level, ckpt, schedule), rs in groups.items():
         accs = np.array([float(r["accuracy"]) for r in rs])
         std = float(np.std(accs, ddof=1)) if len(accs) > 1 else NAN
         low, high = bootstrap_mean_ci(accs)
         out.append({"experiment": exp, "model": model, "train_size": n, "level": level,
-                    "checkpoint": ckpt, "entropy_bits": float(rs[0]["entropy_bits"]),
+                    "checkpoint": ckpt, "schedule": schedule,
+                    "updates": _common(rs, "updates"),
+                    "preset_max_update": _common(rs, "preset_max_update"),
+                    "entropy_bits": float(rs[0]["entropy_bits"]),
                     "mean": float(accs.mean()), "std": std, "n": len(accs),
                     "ci_low": low, "ci_high": high,
                     "note": "one seed: no std, no CI" if len(accs) < 2 else "",
@@ -208,8 +224,15 @@ def cell_statistics(rows: Sequence[dict]) -> List[dict]:
                            if all(r.get(g) not in (None, "") for r in rs) else None)
                        for g in GRADED_COLUMNS}})
     out.sort(key=lambda r: (r["experiment"], r["model"], r["train_size"] or 0,
-                            r["checkpoint"], r["entropy_bits"]))
+                            r["checkpoint"], r["schedule"], r["entropy_bits"]))
     return out
+
+
+def _common(rows: Sequence[dict], column: str):
+    """The value of ``column`` shared by all ``rows`` (None when absent or when they
+    differ)."""
+    values = {r.get(column) for r in rows}
+    return values.pop() if len(values) == 1 else None
 
 
 def logistic(h, k, h50):
@@ -296,7 +319,8 @@ def curve_statistics(rows: Sequence[dict]) -> List[dict]:
     seeds that have every level of the curve enter the H50 CI.
 
     Returns:
-        one dict per curve: ``experiment, model, train_size, checkpoint, levels, seeds, rho,
+        one dict per curve: ``experiment, model, train_size, checkpoint, schedule, levels,
+        seeds, rho,
         h50, h50_ci_low, h50_ci_high, note`` (``train_size``: :func:`train_size_of`, None for
         Experiment 2).
     """
@@ -304,7 +328,7 @@ def curve_statistics(rows: Sequence[dict]) -> List[dict]:
     for r in rows:
         curves[curve_key(r)].append(r)
     out = []
-    for (exp, model, _size, ckpt), rs in curves.items():
+    for (exp, model, _size, ckpt, schedule), rs in curves.items():
         n = train_size_of(rs[0])
         levels = sorted({float(r["entropy_bits"]) for r in rs})
         by_seed: Dict[str, Dict[float, float]] = defaultdict(dict)
@@ -323,11 +347,11 @@ def curve_statistics(rows: Sequence[dict]) -> List[dict]:
         if len(full) < 2:
             notes.append("fewer than 2 complete seeds: no CI")
         out.append({"experiment": exp, "model": model, "train_size": n, "checkpoint": ckpt,
-                    "levels": len(levels), "seeds": len(by_seed),
+                    "schedule": schedule, "levels": len(levels), "seeds": len(by_seed),
                     "rho": spearman_rho(levels, means), "h50": h50, "h50_ci_low": low,
                     "h50_ci_high": high, "note": "; ".join(notes)})
     out.sort(key=lambda r: (r["experiment"], r["model"], r["train_size"] or 0,
-                            r["checkpoint"]))
+                            r["checkpoint"], r["schedule"]))
     return out
 
 

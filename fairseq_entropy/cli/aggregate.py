@@ -20,8 +20,10 @@ def run(args) -> None:
 
     res = aggregate(args.roots, args.out)
     print(res["table"], end="")
-    for (exp, preset, n_train, ckpt), rho in sorted(res["spearman"].items(), key=str):
-        print(f"Spearman(entropy, accuracy) {exp} {preset} N={n_train} {ckpt}: "
+    for (exp, preset, n_train, ckpt, schedule), rho in sorted(res["spearman"].items(),
+                                                              key=str):
+        print(f"Spearman(entropy, accuracy) {exp} {preset} N={n_train} {ckpt} "
+              f"[schedule {schedule}]: "
               f"{'n/a' if rho is None else f'{rho:.3f}'}")
     for line in res["agreement"]:
         print(line)

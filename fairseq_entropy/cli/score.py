@@ -1,5 +1,6 @@
 """``fairseq-entropy score``: exact-match accuracy of one ``fairseq-generate`` output, with
-its provenance (data, preset, model, seed, checkpoint) checked against the checkpoint."""
+its provenance (data, preset, model, seed, checkpoint, schedule) checked against the
+checkpoint, or against the checkpoint record in the decode's log when the checkpoint is gone."""
 
 from __future__ import annotations
 
@@ -30,6 +31,11 @@ def add_parser(sub) -> None:
                     "checkpoints/checkpoint_<label>.pt beside the generate output, if present)")
     sc.add_argument("--split", default="test", help="split that was decoded; the output must "
                     "be a decode of exactly that split's commands, id by id")
+    sc.add_argument("--unverified", action="store_true", help="score a decode whose "
+                    "checkpoint is gone and whose fairseq-generate log (OUTPUT.log, with "
+                    "the checkpoint record) is not beside it, taking --data, --preset and "
+                    "--seed on trust; score.json records that the training data and schedule "
+                    "were not verified")
     sc.add_argument("--force", action="store_true", help="replace an existing score.json")
     sc.add_argument("--presets", help="your presets file, added to the packaged presets.json "
                     "(needed when the run used one of your presets)")
@@ -39,7 +45,7 @@ def run(args) -> None:
     """``score``: exact-match accuracy of one fairseq-generate output, with its provenance."""
     from ..analysis.provenance import resolve_provenance
     from ..analysis.scoring import score_lines, write_score
-    from ..experiments.presets import check_preset, load_presets
+    from ..experiments.presets import check_preset, load_presets, own_schedule
 
     if (Path(args.out) / "score.json").exists() and not args.force:
         raise UserError(f"{Path(args.out) / 'score.json'} already exists. Fix: pass --force "
@@ -49,7 +55,9 @@ def run(args) -> None:
         check_preset(presets, args.preset)
     run = resolve_provenance(args.generate_output, args.checkpoint, presets, path=args.path,
                              data=args.data, preset=args.preset, model=args.model,
-                             seed=args.seed, split=args.split)
+                             seed=args.seed, split=args.split, unverified=args.unverified,
+                             own_schedule=own_schedule)
     rec = write_score(args.generate_output, args.out, run["meta"], run["data"], args.split,
                       args.force)
     print(score_lines(rec, args.split, args.out))
+    print(f"training data: {rec['training_data_check']}; schedule: {rec['schedule_label']}")

@@ -25,6 +25,7 @@ its epochs (e.g. the CNN's 24/36/48 for 6000/4000/3000 commands).  ``epochs_form
 from __future__ import annotations
 
 import ast
+import hashlib
 import json
 import math
 import operator
@@ -266,20 +267,14 @@ def train_args(preset: dict, data_dir: str | os.PathLike, epochs: Optional[float
     """
     n = train_size(data_dir)
     batch = int(preset.get("batch_size", 32))
-    if epochs is None:
-        if "epochs_formula" in preset:
-            manifest = Path(data_dir) / "manifest.json"
-            support = json.loads(manifest.read_text()).get("support") if manifest.exists() \
-                else None
-            if not support:
-                raise PresetError(f"preset needs the support size k but {manifest} has none")
-            epochs = eval_epochs(preset["epochs_formula"], len(support))
-        elif str(n) in preset.get("epochs_by_train_size", {}):
-            epochs = float(preset["epochs_by_train_size"][str(n)])
-        else:
-            epochs = float(preset.get("epochs", 24))
-    updates_per_epoch = math.ceil(n / batch)
-    total = int(max_update) if max_update else int(round(epochs * updates_per_epoch))
+    support = None
+    if epochs is None and not max_update and "epochs_formula" in preset:
+        manifest = Path(data_dir) / "manifest.json"
+        support = json.loads(manifest.read_text()).get("support") if manifest.exists() \
+            else None
+        if not support:
+            raise PresetError(f"preset needs the support size k but {manifest} has none")
+    _, total = schedule_updates(preset, n, support, epochs, max_update)
     lr = float(preset.get("lr", 3e-4))
     values = {"max_update": total,
               "warmup_updates": int(round(float(preset.get("warmup_fraction", 0.0)) * total)),
@@ -295,6 +290,56 @@ def train_args(preset: dict, data_dir: str | os.PathLike, epochs: Optional[float
     for token in args:
         check_word_split_safe(token, preset)
     return args
+
+
+def schedule_updates(preset: dict, n: int, support: Optional[list] = None,
+                     epochs: Optional[float] = None, max_update: Optional[int] = None) -> tuple:
+    """(epochs, updates) of ``preset`` on ``n`` training commands: ``max_update`` when given,
+    else ``epochs`` (default: the preset's ``epochs_formula`` of the support size, its
+    ``epochs_by_train_size`` entry for ``n``, or its ``epochs``, 24 by default) x ceil(n /
+    batch size) updates.  Without overrides this is the preset's own schedule (the paper's,
+    for the paper's presets).  ``epochs`` is None when ``max_update`` decides.
+
+    Raises:
+        PresetError: an ``epochs_formula`` preset without ``support``.
+    """
+    batch = int(preset.get("batch_size", 32))
+    if max_update:
+        return None, int(max_update)
+    if epochs is None:
+        if "epochs_formula" in preset:
+            if not support:
+                raise PresetError("preset needs the support size k but its level has none")
+            epochs = eval_epochs(preset["epochs_formula"], len(support))
+        elif str(n) in preset.get("epochs_by_train_size", {}):
+            epochs = float(preset["epochs_by_train_size"][str(n)])
+        else:
+            epochs = float(preset.get("epochs", 24))
+    return float(epochs), int(round(epochs * math.ceil(n / batch)))
+
+
+def own_schedule(preset: dict, manifest: dict) -> Optional[dict]:
+    """The preset's own schedule (:func:`schedule_updates` without overrides) on a level
+    described by its ``manifest.json`` (``sizes.train``, and ``support`` for
+    ``epochs_formula``): ``{"epochs", "max_update"}``, or None when the manifest does not
+    tell the training size (or the support size that the preset needs)."""
+    n = (manifest.get("sizes") or {}).get("train")
+    if not isinstance(n, int) or n <= 0:
+        return None
+    try:
+        epochs, total = schedule_updates(preset, n, manifest.get("support"))
+    except PresetError:
+        return None
+    return {"epochs": epochs, "max_update": total}
+
+
+def train_args_sha256(args: List[str]) -> str:
+    """SHA-256 (hex) of fairseq-train arguments as :func:`train_args` returns them: the
+    preset's full arguments with the schedule applied, without the data directory,
+    ``--user-dir``, ``--save-dir``, ``--seed``, device, logging and validation-batch options
+    (which ``fairseq-entropy run`` adds and which do not change what is trained), each token
+    followed by a newline.  Two runs with the same hash trained with the same arguments."""
+    return hashlib.sha256("".join(f"{a}\n" for a in args).encode()).hexdigest()
 
 
 #: characters that an unquoted ``$(...)`` would split on or expand (whitespace, quotes, globs,

@@ -5,7 +5,10 @@ best checkpoints, and score both (``fairseq-entropy run``, ``recipes/train_level
 
 1. skip when ``RUN/last/score.json`` exists (:func:`scored`), before and again after taking
    the run's :class:`~.locks.RunLock` (held in this process, and inherited by the children,
-   so that it stays held while any of them runs);
+   so that it stays held while any of them runs); a score whose recorded schedule
+   (``max_update`` and the hash of the preset's fairseq-train arguments) differs from the one
+   asked now is not skipped but refused (:class:`ScheduleChanged`): its run directory holds
+   another experiment;
 2. ``fairseq-train`` (unless ``RUN/checkpoints/trained`` marks a finished training: started
    again on a finished ``checkpoint_last.pt`` it would make one more update), resuming from
    ``RUN/checkpoints/checkpoint_last.pt`` when one exists.  Its whole output is appended to
@@ -45,7 +48,8 @@ from ..errors import UserError
 from ..files import read_json
 from .devices import default_device
 from .locks import LockHeld, RunLock, held_by_parent
-from .presets import check_preset, load_presets, train_args
+from .presets import (PresetError, check_preset, load_presets, own_schedule, train_args,
+                      train_args_sha256)
 from .processes import ProcessGroups, Stopping, on_stop_signals
 
 #: checkpoint selections: name -> (label of the scored best checkpoint, fairseq-train options)
@@ -82,6 +86,10 @@ class RunStopped(Exception):
         self.signal = sig
 
 
+class ScheduleChanged(UserError):
+    """A scored run whose recorded schedule differs from the schedule asked now."""
+
+
 @dataclass
 class RunResult:
     """Outcome of :func:`run_level`: ``status`` ``done`` (trained and scored now),
@@ -94,17 +102,50 @@ class RunResult:
     reason: str = ""
 
 
-def scored(run_dir: str | os.PathLike) -> Optional[float]:
+def scored(run_dir: str | os.PathLike, expected: Optional[dict] = None) -> Optional[float]:
     """Accuracy in ``RUN_DIR/last/score.json``, or None when the run is not scored (the one
     test of "already scored", used by the sweep and by :func:`run_level`).
 
+    Args:
+        expected: the schedule the run would train with now (:func:`expected_schedule`);
+            None skips the comparison.  A score without a recorded schedule (written before
+            schedules were recorded) is accepted.
+
     Raises:
         DataFormatError: the file exists but is not valid JSON.
+        ScheduleChanged: the score's ``max_update`` or arguments' hash differs from
+            ``expected``.
     """
     f = Path(run_dir) / "last" / "score.json"
     if not f.exists():
         return None
-    return float(read_json(f)["accuracy"])
+    rec = read_json(f)
+    got = rec.get("schedule") or {}
+    if expected is not None and got.get("max_update") is not None:
+        fix = (f"Fix: move or remove {run_dir} to train it with the new schedule (or sweep "
+               "into another root), or ask for the schedule it was trained with")
+        if got["max_update"] != expected["max_update"]:
+            raise ScheduleChanged(f"{run_dir} was scored with max_update {got['max_update']}, "
+                                  f"the run asks {expected['max_update']}. {fix}")
+        if got.get("train_args_sha256") not in (None, expected["train_args_sha256"]):
+            raise ScheduleChanged(
+                f"{run_dir} was trained with other fairseq-train arguments (sha256 "
+                f"{got['train_args_sha256'][:12]}; the preset now gives "
+                f"{expected['train_args_sha256'][:12]}). {fix}")
+    return float(rec["accuracy"])
+
+
+def expected_schedule(spec: dict, databin: str | os.PathLike, epochs: Optional[float] = None,
+                      max_update: Optional[int] = None) -> Optional[dict]:
+    """``{"max_update", "train_args_sha256"}`` that a run of preset ``spec`` on ``databin``
+    with these overrides trains with (:func:`~.presets.train_args`,
+    :func:`~.presets.train_args_sha256`); None when the level is not there to compute it."""
+    try:
+        args = train_args(spec, databin, epochs, max_update)
+    except PresetError:
+        return None
+    return {"max_update": int(args[args.index("--max-update") + 1]),
+            "train_args_sha256": train_args_sha256(args)}
 
 
 def user_dir() -> Path:
@@ -215,7 +256,8 @@ def _score(run: Path, label: str, checkpoint: str, databin: str, presets: dict, 
     """
     gen = str(run / f"generate-{label}.txt")
     meta = resolve_provenance(gen, label, presets, path=str(run / "checkpoints" / checkpoint),
-                              data=databin, preset=preset, model=model, seed=seed)
+                              data=databin, preset=preset, model=model, seed=seed,
+                              own_schedule=own_schedule)
     rec = write_score(gen, str(run / label), meta["meta"], meta["data"], "test", force=True)
     print(score_lines(rec, "test", run / label), file=out, flush=True)
 
@@ -309,12 +351,13 @@ def run_level(preset: str, databin: str | os.PathLike, run_dir: str | os.PathLik
                         "fairseq-train but not fairseq-generate. Fix: pass it as "
                         "'fairseq-entropy run --user-dir DIR' (USER_DIR=DIR for train_level.sh)")
     plugin = str(check_user_dir(user_dir)) if user_dir is not None else None
-    acc = scored(run)
+    table = load_presets(presets)
+    check_preset(table, preset)
+    expected = expected_schedule(table[preset], databin, epochs, max_update)
+    acc = scored(run, expected)
     if acc is not None:
         print(f"skip {run_dir} (already scored)", file=out, flush=True)
         return RunResult("skipped", str(run_dir), acc, "scored before")
-    table = load_presets(presets)
-    check_preset(table, preset)
     lock = None
     if not held_by_parent(run):
         try:
@@ -327,20 +370,21 @@ def run_level(preset: str, databin: str | os.PathLike, run_dir: str | os.PathLik
             fds = (lock.fd,) if lock else ()
             return _run_locked(children, fds, table, preset, str(databin), run,
                                str(run_dir), seed, epochs, max_update, device, gen_batch,
-                               valid_batch, score_best, select, extra_args, plugin, out)
+                               valid_batch, score_best, select, extra_args, plugin, out,
+                               expected)
     finally:
         if lock:
             lock.release()
 
 
 def _run_locked(children, fds, presets, preset, databin, run, run_name, seed, epochs, max_update,
-                device, gen_batch, valid_batch, score_best, select, extra_args, plugin, out
-                ) -> RunResult:
+                device, gen_batch, valid_batch, score_best, select, extra_args, plugin, out,
+                expected=None) -> RunResult:
     """The steps of :func:`run_level` under the run's lock (``presets``: the loaded presets
     table, which holds ``preset``; ``plugin``: the ``--user-dir`` of fairseq-train and
     fairseq-generate, None for this package)."""
     spec = presets[preset]
-    acc = scored(run)
+    acc = scored(run, expected)
     if acc is not None:
         print(f"skip {run_name} (scored meanwhile)", file=out, flush=True)
         return RunResult("skipped", run_name, acc, "scored meanwhile")
@@ -367,7 +411,8 @@ def _run_locked(children, fds, presets, preset, databin, run, run_name, seed, ep
                # fairseq's default multiple of 8 silently drops the last sentences of a split
                # whose size is not a multiple of 8 (e.g. 6 of 174 validation commands at 0 bits)
                "--required-batch-size-multiple", "1", "--batch-size-valid", str(valid_batch),
-               "--eval-seq-acc", "--eval-seq-acc-max-len-b", max_len, *selection, *extra_args]
+               "--eval-seq-acc", "--eval-seq-acc-max-len-b", max_len, *selection,
+               "--train-args-sha256", train_args_sha256(args), *extra_args]
         _train(children, cmd, run, fds, out)
         trained.touch()
 

@@ -40,6 +40,8 @@ from .grids import Cell
 from .locks import LOCK_ENV, LOCKED_EXIT
 from .processes import CHILDREN, Stopping
 from .recipes import default_recipe
+from .presets import load_presets
+from .run import ScheduleChanged, expected_schedule
 from .run import scored as scored_run
 
 #: seconds between progress lines of a sweep
@@ -124,10 +126,21 @@ def recipe_command(cell: Cell, root: str | os.PathLike,
             str(cell.run_dir(root))]
 
 
-def scored(cell: Cell, root: str | os.PathLike) -> Optional[float]:
+def scored(cell: Cell, root: str | os.PathLike,
+           presets: Optional[str | os.PathLike] = None) -> Optional[float]:
     """Accuracy in ``last/score.json`` of the cell's run, or None if it is not scored
-    (:func:`~.run.scored` of its run directory)."""
-    return scored_run(cell.run_dir(root))
+    (:func:`~.run.scored` of its run directory, compared with the schedule the cell would
+    train with now: :func:`~.run.expected_schedule` of its preset, data and schedule).
+
+    ``presets`` defaults to the cell's own presets file (:attr:`~.grids.Cell.presets_file`).
+
+    Raises:
+        ScheduleChanged: the run was scored with another ``max_update`` or other arguments.
+    """
+    table = load_presets(presets if presets is not None else cell.presets_file)
+    expected = expected_schedule(table[cell.preset], cell.databin(root), cell.schedule.epochs,
+                                 cell.schedule.max_update) if cell.preset in table else None
+    return scored_run(cell.run_dir(root), expected)
 
 
 def last_line(text: str) -> str:
@@ -141,7 +154,10 @@ def run_cell(cell: Cell, root: str | os.PathLike, slot: Optional[dict] = None,
     """Run one cell (data, then the recipe) and return its outcome; never raises for a
     failure of the cell itself (it is returned as ``failed`` with the reason)."""
     start = time.monotonic()
-    acc = scored(cell, root)
+    try:
+        acc = scored(cell, root)
+    except ScheduleChanged as e:
+        return CellResult(cell.name, "failed", str(e))
     if acc is not None:
         return CellResult(cell.name, "skipped", "scored before", 0.0, acc)
     if CHILDREN.stopping:
@@ -175,7 +191,7 @@ def run_cell(cell: Cell, root: str | os.PathLike, slot: Optional[dict] = None,
     tail = last_line(log.read_text().split("=== ")[-1])
     if rc == LOCKED_EXIT:
         return CellResult(cell.name, "locked", tail, wall)
-    acc = scored(cell, root)
+    acc = scored_run(cell.run_dir(root))
     if rc != 0 or acc is None:
         return CellResult(cell.name, "failed", f"exit {rc}: {tail} (log: {log})", wall)
     return CellResult(cell.name, "done", "", wall, acc)

@@ -12,6 +12,12 @@ Extends fairseq's ``translation`` task (Wold et al., arXiv 2505.13089, Sec. 4) w
   state of every checkpoint, so that decoding data binarized with another dictionary stops
   with an error naming both dictionaries before fairseq loads the weights (the record and the
   check: :mod:`fairseq_entropy.data.dictionary`);
+* the training data's identity (the SHA-256 of the data directory's ``manifest.json`` and
+  the experiment, level and data seed it names) and the hash of the preset's fairseq-train
+  arguments (``--train-args-sha256``, given by ``fairseq-entropy run``), recorded in the
+  task config and the task state of every checkpoint; loading a checkpoint logs that record
+  (``checkpoint record: {json}``), so that ``fairseq-generate``'s log keeps it beside the
+  decode (read back by :mod:`fairseq_entropy.analysis.provenance`);
 * a progress line while training, at least every ``--progress-interval`` seconds: epoch k/N,
   updates, seconds elapsed and left, and the last validation ``seq_acc``
   (:class:`fairseq_entropy.progress.TrainingProgress`);
@@ -28,6 +34,7 @@ Extends fairseq's ``translation`` task (Wold et al., arXiv 2505.13089, Sec. 4) w
   ids in one call.
 """
 
+import hashlib
 import json
 import logging
 import math
@@ -113,6 +120,34 @@ class SystematicityConfig(TranslationConfig):
         metadata={"help": "sha256 (first 16 hex digits) of the data's source and target "
                           "dictionaries; set from the data and recorded in checkpoints"},
     )
+    train_data_manifest_sha256: Optional[str] = field(
+        default=None,
+        metadata={"help": "SHA-256 (hex) of the manifest.json of the data directory; set "
+                          "from the data at every start (a resumed run records the data it "
+                          "resumed on) and recorded in checkpoints; empty for data without a "
+                          "manifest (e.g. data binarized by fairseq-preprocess directly)"},
+    )
+    train_data_experiment: Optional[str] = field(
+        default=None,
+        metadata={"help": "experiment named by the data's manifest.json; set from the data "
+                          "and recorded in checkpoints (empty without a manifest)"},
+    )
+    train_data_level: Optional[str] = field(
+        default=None,
+        metadata={"help": "level named by the data's manifest.json; set from the data and "
+                          "recorded in checkpoints (empty without a manifest)"},
+    )
+    train_data_seed: Optional[int] = field(
+        default=None,
+        metadata={"help": "data seed named by the data's manifest.json; set from the data and "
+                          "recorded in checkpoints (unset without a manifest)"},
+    )
+    train_args_sha256: Optional[str] = field(
+        default=None,
+        metadata={"help": "SHA-256 of the preset's fairseq-train arguments with the schedule "
+                          "applied (experiments.presets.train_args_sha256); fairseq-entropy run "
+                          "sets it, recorded in checkpoints; unset for other runs"},
+    )
     # the training schedule, read for the progress line (fairseq's own options; no help text
     # so that fairseq does not add them to the command line a second time)
     max_update: int = II("optimization.max_update")
@@ -134,8 +169,9 @@ class SystematicityTask(TranslationTask):
         first = utils.split_paths(cfg.data)[0]
         manifest = os.path.join(first, "manifest.json")
         if os.path.exists(manifest):
-            with open(manifest) as f:
-                info = json.load(f)
+            with open(manifest, "rb") as f:
+                raw = f.read()
+            info = json.loads(raw)
             task.manifest = info
             train = info.get("slots", {}).get("train", {}).get("entropy_bits", {})
             logger.info(
@@ -148,6 +184,7 @@ class SystematicityTask(TranslationTask):
             task.manifest = None
             logger.info("no manifest.json in %s: training-set entropies unknown", first)
         task.record_dictionaries(cfg)
+        task.record_data(cfg, raw if task.manifest is not None else None)
         task.data_dir = first
         task.progress = None
         task.valid_counts = [0, 0]
@@ -160,14 +197,31 @@ class SystematicityTask(TranslationTask):
         return SymbolDictionary.load(filename)
 
     def record_dictionaries(self, cfg) -> None:
-        """Set ``dictionary_grammar`` and ``dictionary_hash`` in the task config.
+        """Set ``dictionary_grammar`` and ``dictionary_hash`` in the task config
+        (:meth:`_record`)."""
+        self._record(cfg, {"dictionary_grammar": dictionary_grammar(self.tgt_dict),
+                           "dictionary_hash": dictionary_hash(self.src_dict, self.tgt_dict)})
+
+    def record_data(self, cfg, manifest_bytes: Optional[bytes]) -> None:
+        """Set ``train_data_manifest_sha256`` (SHA-256 of ``manifest_bytes``, the data's
+        ``manifest.json``; ``""`` without one) and the experiment, level and data seed the
+        manifest names in the task config (:meth:`_record`)."""
+        info = self.manifest or {}
+        seed = info.get("seed")
+        self._record(cfg, {
+            "train_data_manifest_sha256":
+                "" if manifest_bytes is None else hashlib.sha256(manifest_bytes).hexdigest(),
+            "train_data_experiment": str(info.get("experiment") or ""),
+            "train_data_level": str(info.get("level") or ""),
+            "train_data_seed": seed if isinstance(seed, int) else None})
+
+    def _record(self, cfg, values: dict) -> None:
+        """Set ``values`` in the task config.
 
         fairseq's ``tasks.setup_task`` hands the task a merged copy of ``cfg.task`` whose
         parent is the root config that the trainer saves in checkpoints; the values are set in
         both, so that every checkpoint's ``cfg.task`` records them.
         """
-        values = {"dictionary_grammar": dictionary_grammar(self.tgt_dict),
-                  "dictionary_hash": dictionary_hash(self.src_dict, self.tgt_dict)}
         targets = [self.cfg]
         parent = cfg._get_parent() if OmegaConf.is_config(cfg) else None
         if OmegaConf.is_config(parent) and OmegaConf.is_config(parent.get("task")):
@@ -182,9 +236,28 @@ class SystematicityTask(TranslationTask):
         return {"grammar": self.cfg.dictionary_grammar, "hash": self.cfg.dictionary_hash,
                 "source_size": len(self.src_dict), "target_size": len(self.tgt_dict)}
 
+    def training_record(self) -> dict:
+        """What a checkpoint records about its training: the data (manifest SHA-256,
+        experiment, level, data seed), the arguments' hash, ``max_update``, ``max_epoch`` and
+        the updates done so far (None before the first update of this process)."""
+        def option(name):
+            try:
+                return getattr(self.cfg, name)
+            except Exception:  # an interpolation that only fairseq-train resolves
+                return None
+
+        return {"data_manifest_sha256": self.cfg.train_data_manifest_sha256,
+                "experiment": self.cfg.train_data_experiment,
+                "level": self.cfg.train_data_level, "data_seed": self.cfg.train_data_seed,
+                "train_args_sha256": self.cfg.train_args_sha256,
+                "max_update": option("max_update"), "max_epoch": option("max_epoch"),
+                "updates": getattr(self, "_last_update", None)}
+
     def state_dict(self):
-        """fairseq's task state plus :meth:`dictionary_record` under ``dictionaries``."""
-        return {**super().state_dict(), "dictionaries": self.dictionary_record()}
+        """fairseq's task state plus :meth:`dictionary_record` under ``dictionaries`` and
+        :meth:`training_record` under ``training``."""
+        return {**super().state_dict(), "dictionaries": self.dictionary_record(),
+                "training": self.training_record()}
 
     def load_state_dict(self, state_dict):
         """Check a checkpoint's dictionaries against the data's, then load the task state.
@@ -201,6 +274,10 @@ class SystematicityTask(TranslationTask):
         theirs = state_dict.pop("dictionaries", None)
         if theirs is not None:
             check_dictionaries(theirs, self.dictionary_record(), self.data_dir)
+        training = state_dict.pop("training", None)
+        if training is not None:
+            # one parseable line: fairseq-generate's log keeps the record beside the decode
+            logger.info("checkpoint record: %s", json.dumps({"training": training}))
         super().load_state_dict(state_dict)
 
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):

@@ -1,0 +1,197 @@
+"""A score's provenance: the training data and the schedule, recorded in the checkpoint by the
+``systematicity`` task, carried into ``score.json``, checked by ``score`` (also when the
+checkpoint is gone), kept apart by ``aggregate`` and compared by the skip rule of ``run`` and
+``sweep``.  One tiny run (4 updates) on a 3-bit level serves every test."""
+import hashlib
+import io
+import json
+import math
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from fairseq_entropy.analysis.provenance import (check_training_data, read_checkpoint_info,
+                                                 schedule_record)
+from fairseq_entropy.cli import main as cli
+from fairseq_entropy.errors import UserError
+from fairseq_entropy.experiments.grids import Cell, Schedule
+from fairseq_entropy.experiments.presets import load_presets, train_args
+from fairseq_entropy.experiments.run import ScheduleChanged, run_level
+from fairseq_entropy.experiments.sweep import run_cell
+
+PRESET = "exp1_transformer_sinusoidal"
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "old_checkpoints"
+
+
+def cell(max_update):
+    return Cell("exp1", PRESET, "transformer_sinusoidal", 320, 5, 3.0,
+                Schedule(max_update=max_update))
+
+
+def build_level(tmp, bits, out):
+    """Binarize the ``bits`` level of the N=320, seed-5 build under ``tmp`` into ``out``, its
+    test split cut to 48 commands (the same 48 at every level: all exp1 test splits are the
+    same commands)."""
+    level = tmp / "data" / f"entropy_{float(bits):.1f}"
+    for ext in ("in", "out"):
+        lines = (level / f"test.{ext}").read_text().splitlines()[::147]
+        (level / f"test.{ext}").write_text("\n".join(lines) + "\n")
+    manifest = json.loads((level / "manifest.json").read_text())
+    manifest["sizes"]["test"] = 48
+    (level / "manifest.json").write_text(json.dumps(manifest))
+    assert cli(["binarize", str(level), "--out", str(out)]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A sweep root with the 3-bit and 1.5-bit levels and one run of the 3-bit level
+    (4 updates, last checkpoint only)."""
+    root = tmp_path_factory.mktemp("root")
+    assert cli(["build", "exp1", "--out", str(root / "b" / "data"), "--levels", "1.5,3",
+                "--n", "320", "--seed", "5"]) == 0
+    bin3 = build_level(root / "b", 3, cell(4).databin(root))
+    bin15 = build_level(root / "b", 1.5, root / "bin-1.5")
+    run = cell(4).run_dir(root)
+    result = run_level(PRESET, bin3, run, seed=3, max_update=4, device="cpu", gen_batch=64,
+                       score_best=False, out=io.StringIO())
+    assert result.status == "done"
+    return {"root": root, "bin3": bin3, "bin15": bin15, "run": run}
+
+
+def test_score_json_records_the_training_data_and_the_schedule(trained):
+    run, bin3 = trained["run"], trained["bin3"]
+    rec = json.loads((run / "last" / "score.json").read_text())
+    log = (run / "train.log").read_text()
+    updates = int(re.findall(r"num_updates (\d+)", log)[-1])
+    assert updates == 4
+    args = train_args(load_presets()[PRESET], bin3, max_update=4)
+    sha_args = hashlib.sha256("".join(a + "\n" for a in args).encode()).hexdigest()
+    # 320 commands in batches of 32: 10 updates an epoch; the preset's 24 epochs are 240
+    assert rec["schedule"] == {"max_update": 4, "max_epoch": 0, "updates": 4,
+                               "epochs": round(4 / math.ceil(320 / 32), 3),
+                               "train_args_sha256": sha_args, "preset_epochs": 24.0,
+                               "preset_max_update": 240}
+    assert rec["schedule_label"] == f"max_update=4 args={sha_args[:8]}"
+    assert rec["train_data_manifest_sha256"] == rec["data_manifest_sha256"] == \
+        hashlib.sha256((bin3 / "manifest.json").read_bytes()).hexdigest()
+    assert rec["training_data_check"].startswith("verified: ")
+    info = read_checkpoint_info(run / "checkpoints" / "checkpoint_last.pt")["training"]
+    assert (info["experiment"], info["level"], info["data_seed"]) == ("exp1", "entropy_3.0", 5)
+
+
+def test_score_refuses_data_the_checkpoint_was_not_trained_on(trained, tmp_path, capsys):
+    run, bin15 = trained["run"], trained["bin15"]
+    gen = run / "generate-last.txt"
+    assert cli(["score", str(gen), "--out", str(tmp_path / "s"), "--data", str(bin15)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert f"--data {bin15} is exp1 entropy_1.5 (data seed 5), but checkpoint " in err[0]
+    assert "was trained on exp1 entropy_3.0 (data seed 5)" in err[0] and "Fix: " in err[0]
+    assert not (tmp_path / "s").exists()
+
+
+def test_without_the_checkpoint_the_decodes_log_holds_the_record(trained, tmp_path, capsys):
+    run, bin3, bin15 = trained["run"], trained["bin3"], trained["bin15"]
+    moved = tmp_path / "moved"  # the decode and its log, the checkpoints moved away
+    moved.mkdir()
+    for name in ("generate-last.txt", "generate-last.log"):
+        shutil.copy(run / name, moved / name)
+    gen = moved / "generate-last.txt"
+    assert cli(["score", str(gen), "--out", str(tmp_path / "a"), "--data", str(bin15),
+                "--preset", PRESET, "--seed", "3"]) == 2
+    err = capsys.readouterr().err
+    assert f"but the checkpoint record in {moved / 'generate-last.log'} was trained on exp1 " \
+        "entropy_3.0" in err
+    assert cli(["score", str(gen), "--out", str(tmp_path / "b"), "--data", str(bin3),
+                "--preset", PRESET, "--seed", "3"]) == 0
+    rec = json.loads((tmp_path / "b" / "score.json").read_text())
+    assert rec["training_data_check"] == "verified: the data's manifest.json is the one the " \
+        f"checkpoint record in {moved / 'generate-last.log'} was trained on"
+    assert rec["schedule"]["max_update"] == 4 and rec["schedule"]["updates"] == 4
+    # neither checkpoint nor log: refused, unless --unverified says to trust the options
+    (moved / "generate-last.log").unlink()
+    capsys.readouterr()
+    assert cli(["score", str(gen), "--out", str(tmp_path / "c"), "--data", str(bin15),
+                "--preset", PRESET, "--seed", "3"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot be verified. Fix: pass --path with the checkpoint" in err
+    assert "--unverified" in err and not (tmp_path / "c").exists()
+    assert cli(["score", str(gen), "--out", str(tmp_path / "c"), "--data", str(bin3),
+                "--preset", PRESET, "--seed", "3", "--unverified"]) == 0
+    rec = json.loads((tmp_path / "c" / "score.json").read_text())
+    assert rec["training_data_check"].startswith("not verified: no checkpoint at ")
+    assert rec["schedule_label"] == "unknown"
+    assert "training data: not verified: " in capsys.readouterr().out
+
+
+def test_an_old_checkpoint_scores_with_a_statement_of_what_is_unverified():
+    """Checkpoints written before the record (tests/fixtures/old_checkpoints) hold no data
+    hash: the data check says so instead of refusing; their schedule is still read."""
+    info = read_checkpoint_info(FIXTURES / "scan_transformer_learned.pt")
+    assert info["training"]["data_manifest_sha256"] is None
+    assert info["training"]["updates"] == 6 and info["training"]["epoch_state"] == [2, 2]
+    statement = check_training_data(info["training"], "checkpoint old.pt", {}, "ab" * 32, "d")
+    assert statement.startswith("not verified: checkpoint old.pt does not record its training")
+    assert check_training_data({"data_manifest_sha256": ""}, "c", {}, "x", "d") == \
+        "not verified: c was trained on data without a manifest.json"
+    with pytest.raises(UserError, match="Fix: pass --data"):
+        check_training_data({"data_manifest_sha256": "cd" * 32}, "c", {}, "ab" * 32, "d")
+    # 1 whole epoch and 2 of ceil(16 / 4) = 4 updates of the second
+    sched = schedule_record(dict(info["training"], batch_size=4), 16)
+    assert sched["epochs"] == 1.5 and sched["max_update"] == info["training"]["max_update"]
+
+
+def test_a_changed_schedule_is_refused_not_skipped(trained):
+    root, run, bin3 = trained["root"], trained["run"], trained["bin3"]
+    before = (run / "last" / "score.json").read_bytes()
+    again = run_level(PRESET, bin3, run, seed=3, max_update=4, out=io.StringIO())
+    assert again.status == "skipped"
+    with pytest.raises(ScheduleChanged, match=f"{run} was scored with max_update 4, the run "
+                                              "asks 40. Fix: move or remove"):
+        run_level(PRESET, bin3, run, seed=3, max_update=40, out=io.StringIO())
+    with pytest.raises(ScheduleChanged, match="max_update 4, the run asks 240"):
+        run_level(PRESET, bin3, run, seed=3, out=io.StringIO())  # the preset's own schedule
+    assert run_cell(cell(4), root).status == "skipped"
+    result = run_cell(cell(40), root)
+    assert result.status == "failed"
+    assert result.reason.startswith(f"{run} was scored with max_update 4, the run asks 40.")
+    assert (run / "last" / "score.json").read_bytes() == before  # nothing was retrained
+
+
+def write_score(path, max_update, seed, accuracy, sha="a1" * 32):
+    rec = {"experiment": "exp1", "preset": PRESET, "model": "transformer_sinusoidal",
+           "n_train": 6000, "level": "entropy_3.0", "entropy_bits": 3.0,
+           "checkpoint": "last", "seed": seed, "data_seed": 1, "accuracy": accuracy}
+    if max_update is not None:
+        rec["schedule"] = {"max_update": max_update, "max_epoch": 0, "updates": max_update,
+                           "epochs": None, "train_args_sha256": sha,
+                           "preset_max_update": 4500}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(rec))
+
+
+def test_runs_of_different_schedules_are_never_one_cell(tmp_path, capsys):
+    runs = tmp_path / "runs"
+    write_score(runs / "a/score.json", 60, 1, 0.5)
+    write_score(runs / "b/score.json", 40, 2, 0.1)
+    write_score(runs / "c/score.json", 40, 3, 0.3)
+    write_score(runs / "d/score.json", None, 4, 0.9)  # written before schedules were recorded
+    assert cli(["aggregate", str(runs), "--out", str(tmp_path / "r")]) == 0
+    out = capsys.readouterr().out
+    summary = (tmp_path / "r" / "summary.tsv").read_text().splitlines()
+    header = summary[0].split("\t")
+    got = {r[header.index("schedule")]: (r[header.index("mean")], r[header.index("n")],
+                                         r[header.index("updates")])
+           for r in (line.split("\t") for line in summary[1:])}
+    assert got == {"max_update=40 args=a1a1a1a1": ("0.200000", "2", "40"),
+                   "max_update=60 args=a1a1a1a1": ("0.500000", "1", "60"),
+                   "unknown": ("0.900000", "1", "")}
+    # the agreement with the paper names the schedule and how it differs from the preset's
+    assert "(schedule max_update=40 args=a1a1a1a1 (40 updates), shorter than the preset's " \
+        "own 4500 updates: not the paper's schedule)" in out
+    report = (tmp_path / "r" / "report.md").read_text()
+    assert "Schedules (runs of different schedules are different cells" in report
+    assert "shorter than the preset's own 4500 updates" in report
