@@ -94,6 +94,33 @@ def read_json(path: str | os.PathLike) -> dict:
                               "file with the command that wrote it") from None
 
 
+#: characters fairseq reads as separators in a path, and why
+FAIRSEQ_PATH_SEPARATORS = {
+    ",": "fairseq-preprocess reads a comma in a data path as a list of paths",
+    ":": "fairseq-train and fairseq-generate read ':' in a data directory as a list of "
+         "directories",
+}
+
+
+def check_fairseq_path(path: str | os.PathLike, option: str, chars: str = ",:") -> None:
+    """Refuse a path that fairseq would split into several paths.
+
+    Args:
+        path: the path given by the user.
+        option: the option or argument that gave it (for the message).
+        chars: the separators to refuse (see :data:`FAIRSEQ_PATH_SEPARATORS`).
+
+    Raises:
+        DataFormatError: ``path`` holds one of ``chars``; names the option, the character, the
+            reason and the fix.
+    """
+    for c in chars:
+        if c in str(path):
+            raise DataFormatError(
+                f"{option} {path}: holds {c!r}, and {FAIRSEQ_PATH_SEPARATORS[c]}. Fix: choose "
+                f"a path without {c!r} (other characters, spaces included, are fine)")
+
+
 _PARTIAL = ".partial."
 
 

@@ -42,7 +42,7 @@ from typing import Optional, Sequence
 from ..analysis.provenance import resolve_provenance
 from ..analysis.scoring import score_lines, write_score
 from ..errors import UserError
-from ..files import read_json
+from ..files import check_fairseq_path, read_json
 from .devices import default_device
 from .locks import LockHeld, RunLock, held_by_parent
 from .presets import check_preset, load_presets, train_args
@@ -289,6 +289,12 @@ def run_level(preset: str, databin: str | os.PathLike, run_dir: str | os.PathLik
         return RunResult("skipped", str(run_dir), acc, "scored before")
     table = load_presets(presets)
     check_preset(table, preset)
+    # the inputs are checked before the lock is taken, so a refused run writes nothing
+    check_fairseq_path(databin, "LEVEL_DATABIN", ":")
+    if not Path(databin).is_dir():
+        raise DataDirError(f"{databin}: no such directory. Fix: pass the binarized level "
+                           "(fairseq-entropy binarize BUILD_DIR --out DATABIN writes it)")
+    train_args(table[preset], databin, epochs, max_update)
     lock = None
     if not held_by_parent(run):
         try:
