@@ -28,6 +28,18 @@ class Parser(argparse.ArgumentParser):
         kwargs.setdefault("formatter_class", DefaultsHelpFormatter)
         super().__init__(*args, **kwargs)
 
+    def parse_known_args(self, args=None, namespace=None):
+        """As argparse's, and an empty value given to an option that takes a name or a path
+        (``--out ''``) is refused."""
+        ns, rest = super().parse_known_args(args, namespace)
+        for a in self._actions:
+            value = getattr(ns, a.dest, None)
+            values = value if isinstance(value, list) else [value]
+            if a.type is None and a.nargs != argparse.REMAINDER and "" in values:
+                name = "/".join(a.option_strings) or a.metavar or a.dest
+                self.error(f"argument {name}: an empty value. Fix: give a name or a path")
+        return ns, rest
+
     def error(self, message: str):
         """Print the usage and one ``error:`` line that ends with a fix, and exit 2."""
         if "Fix:" not in message:

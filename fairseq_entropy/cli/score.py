@@ -37,7 +37,7 @@ def run(args) -> None:
     """``score``: exact-match accuracy of one fairseq-generate output, with its provenance."""
     from ..analysis.provenance import resolve_provenance
     from ..analysis.scoring import score_lines, write_score
-    from ..experiments.presets import check_preset, load_presets
+    from ..experiments.presets import check_fits_data, check_preset, load_presets
 
     if (Path(args.out) / "score.json").exists() and not args.force:
         raise UserError(f"{Path(args.out) / 'score.json'} already exists. Fix: pass --force "
@@ -48,6 +48,8 @@ def run(args) -> None:
     run = resolve_provenance(args.generate_output, args.checkpoint, presets, path=args.path,
                              data=args.data, preset=args.preset, model=args.model,
                              seed=args.seed, split=args.split)
+    if run["meta"].get("preset") in presets:
+        check_fits_data(presets[run["meta"]["preset"]], run["data"])
     rec = write_score(args.generate_output, args.out, run["meta"], run["data"], args.split,
                       args.force)
     print(score_lines(rec, args.split, args.out))

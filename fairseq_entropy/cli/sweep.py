@@ -51,6 +51,14 @@ def run(args) -> None:
     cells = grid.cells(args.preset, args.seed, args.level)
     root = Path(args.root or Path("sweeps") / grid.name)
     check_fairseq_path(root, "--root")
+    for p in [root, *root.parents]:
+        if p.exists():
+            if not p.is_dir():
+                raise UserError(f"--root {root}: {p} is a file. Fix: choose a directory")
+            break
+    if args.recipe and not Path(args.recipe).is_file():
+        raise UserError(f"--recipe {args.recipe}: not a file. Fix: pass the train recipe "
+                        "script, or leave --recipe out for the installed train_level.sh")
     device, gpus = detect_device(args.device, args.gpus)
     slots = device_slots(args.jobs, device, gpus, args.per_gpu) \
         if args.executor == "local" else [{}]

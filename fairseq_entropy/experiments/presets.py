@@ -273,6 +273,25 @@ def train_size(data_dir: str | os.PathLike) -> int:
         raise PresetError(str(e)) from None
 
 
+def check_fits_data(preset: dict, data_dir: str | os.PathLike) -> None:
+    """Refuse a preset of one experiment on a level of another.
+
+    The level's experiment is read from ``manifest.json`` in ``data_dir`` (a level without
+    one, e.g. SCAN files, is not checked).
+
+    Raises:
+        PresetError: the preset's ``experiment`` differs from the level's (names both and the
+            fix).
+    """
+    manifest = Path(data_dir) / "manifest.json"
+    data_exp = read_json(manifest).get("experiment") if manifest.is_file() else None
+    exp = preset.get("experiment")
+    if exp and data_exp and exp != data_exp:
+        raise PresetError(f"{data_dir}: a level of {data_exp}, but the preset (arch "
+                          f"{preset.get('arch')!r}) is an {exp} preset. Fix: pass an "
+                          f"{data_exp} preset, or a level of {exp}")
+
+
 def train_args(preset: dict, data_dir: str | os.PathLike, epochs: Optional[float] = None,
                max_update: Optional[int] = None) -> List[str]:
     """fairseq-train arguments (without the data dir and ``--user-dir``) for ``preset``.
@@ -293,6 +312,7 @@ def train_args(preset: dict, data_dir: str | os.PathLike, epochs: Optional[float
             size, or a preset argument is not word-split safe (:func:`check_word_split_safe`).
     """
     n = train_size(data_dir)
+    check_fits_data(preset, data_dir)
     batch = int(preset.get("batch_size", 32))
     if epochs is None:
         if "epochs_formula" in preset:
