@@ -5,12 +5,14 @@
   renamed into place, so an interrupted write leaves the destination as it was; temporary
   names left by dead processes of this host are removed before the next write
   (:func:`remove_stale_partials`, which uses :func:`pid_alive`).
-* Readers (:func:`iter_text_lines`, :func:`read_lines`, :func:`read_json`) read UTF-8 and raise
+* Readers (:func:`iter_text_lines`, :func:`read_lines`, :func:`read_text`, :func:`read_json`)
+  read UTF-8 (a byte-order mark dropped, CRLF read as LF) and raise
   :class:`~fairseq_entropy.errors.DataFormatError` naming the file, the line and the fix.
 """
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import glob
 import json
@@ -27,9 +29,15 @@ from .errors import DataFormatError
 def iter_text_lines(path: str | os.PathLike) -> Iterator[Tuple[int, str]]:
     """Yield ``(line number, line)`` of a UTF-8 text file; each line keeps its ``"\\n"``.
 
+    Text as editors and other tools write it is read as the same text: a UTF-8 byte-order mark
+    at the start is dropped, Windows line ends (``"\\r\\n"``) read as ``"\\n"``, and a last
+    line without a newline is yielded as it is.  Every reader of the package goes through this
+    function (or :func:`read_lines`, :func:`read_text`, :func:`read_json`).
+
     Raises:
-        DataFormatError: the file does not exist, is a directory, or a line is not valid
-            UTF-8 (names the file, line, byte and the fix).
+        DataFormatError: the file does not exist, is a directory, a line is not valid UTF-8
+            (e.g. latin-1 or UTF-16) or holds a NUL byte (names the file, line, byte and the
+            fix).
     """
     path = Path(path)
     if path.is_dir():
@@ -38,22 +46,37 @@ def iter_text_lines(path: str | os.PathLike) -> Iterator[Tuple[int, str]]:
     try:
         f = open(path, "rb")
     except FileNotFoundError:
-        raise DataFormatError(f"{path}: file not found") from None
+        raise DataFormatError(f"{path}: file not found. Fix: check the path") from None
     with f:
         for lineno, raw in enumerate(f, 1):
+            if lineno == 1 and raw.startswith(codecs.BOM_UTF8):
+                raw = raw[len(codecs.BOM_UTF8):]
+            if b"\0" in raw:
+                column = raw.index(b"\0") + 1
+                raise DataFormatError(
+                    f"{path}:{lineno}: holds a NUL byte at column {column} (a "
+                    "binary file, or text in UTF-16). Fix: pass a UTF-8 text file, e.g. iconv "
+                    f"-f utf-16 -t utf-8 {path.name} > {path.stem}.utf8{path.suffix}")
             try:
-                yield lineno, raw.decode("utf-8")
+                line = raw.decode("utf-8")
             except UnicodeDecodeError as e:
                 raise DataFormatError(
                     f"{path}:{lineno}: not valid UTF-8 (byte 0x{raw[e.start]:02x} at column "
                     f"{e.start + 1}). Fix: convert the file to UTF-8, e.g. iconv -f latin1 "
                     f"-t utf-8 {path.name} > {path.stem}.utf8{path.suffix}") from None
+            yield lineno, line[:-2] + "\n" if line.endswith("\r\n") else line
 
 
 def read_lines(path: str | os.PathLike) -> List[str]:
     """The lines of a UTF-8 text file without their line ends (errors as
     :func:`iter_text_lines`)."""
     return [line.rstrip("\r\n") for _, line in iter_text_lines(path)]
+
+
+def read_text(path: str | os.PathLike) -> str:
+    """The whole text of a UTF-8 text file, read as :func:`iter_text_lines` reads it (no
+    byte-order mark, ``"\\n"`` line ends; errors as there)."""
+    return "".join(line for _, line in iter_text_lines(path))
 
 
 def read_json(path: str | os.PathLike) -> dict:
@@ -63,12 +86,39 @@ def read_json(path: str | os.PathLike) -> dict:
         DataFormatError: missing file, a directory, invalid UTF-8 or invalid JSON (names the
             file and line).
     """
-    text = "".join(line for _, line in iter_text_lines(path))
+    text = read_text(path)
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
         raise DataFormatError(f"{path}:{e.lineno}: invalid JSON ({e.msg}). Fix: regenerate the "
                               "file with the command that wrote it") from None
+
+
+#: characters fairseq reads as separators in a path, and why
+FAIRSEQ_PATH_SEPARATORS = {
+    ",": "fairseq-preprocess reads a comma in a data path as a list of paths",
+    ":": "fairseq-train and fairseq-generate read ':' in a data directory as a list of "
+         "directories",
+}
+
+
+def check_fairseq_path(path: str | os.PathLike, option: str, chars: str = ",:") -> None:
+    """Refuse a path that fairseq would split into several paths.
+
+    Args:
+        path: the path given by the user.
+        option: the option or argument that gave it (for the message).
+        chars: the separators to refuse (see :data:`FAIRSEQ_PATH_SEPARATORS`).
+
+    Raises:
+        DataFormatError: ``path`` holds one of ``chars``; names the option, the character, the
+            reason and the fix.
+    """
+    for c in chars:
+        if c in str(path):
+            raise DataFormatError(
+                f"{option} {path}: holds {c!r}, and {FAIRSEQ_PATH_SEPARATORS[c]}. Fix: choose "
+                f"a path without {c!r} (other characters, spaces included, are fine)")
 
 
 _PARTIAL = ".partial."

@@ -34,7 +34,7 @@ if [ $# -lt 3 ] || [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then
 fi
 case "${SELECT:-valid}" in
   valid|test-loss) ;;
-  *) echo "SELECT=$SELECT: expected valid or test-loss" >&2; exit 2 ;;
+  *) echo "train_level.sh: error: SELECT=$SELECT: expected valid or test-loss. Fix: set SELECT to one of them" >&2; exit 2 ;;
 esac
 preset=$1 data=$2 run=$3; shift 3
 opts=(--seed "${SEED:-1}" --select "${SELECT:-valid}" --gen-batch "${GEN_BATCH:-512}"

@@ -116,7 +116,7 @@ def test_bad_grids_are_refused_with_file_and_fix(tmp_path):
         return p
 
     base = 'experiment = "exp1"\nlevels = [0, 3]\nseeds = [1]\n'
-    with pytest.raises(GridError, match=r"g.toml: unknown preset 'nope'"):
+    with pytest.raises(GridError, match=r"g.toml:4: unknown preset 'nope'"):
         load_grid(grid(base + 'presets = ["nope"]\n'))
     with pytest.raises(GridError, match="is an exp2 preset but the grid is exp1"):
         load_grid(grid(base + 'presets = ["exp2_cnn"]\n'))
@@ -163,7 +163,7 @@ def test_bad_build_args_are_refused(tmp_path):
 
     for bad in ('["--levels", "1"]', '["--component"]', '["--component", "--restricted"]',
                 '"--component direction"', '[1, 2]'):
-        with pytest.raises(GridError, match=r"g.toml: build_args = .*Fix: a list of option-"
+        with pytest.raises(GridError, match=r"g.toml:5: build_args = .*Fix: a list of option-"
                                             r"value pairs of --component"):
             load_grid(grid(f"build_args = {bad}"))
     with pytest.raises(GridError, match="only Experiment 1.*Fix: remove build_args"):

@@ -82,8 +82,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser.parse_args(argv)
     try:
         status = COMMANDS[args.command].run(args)
-    except (UserError, OSError) as e:
+    except UserError as e:
         print(f"fairseq-entropy: error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:  # the path the system refused, its reason and a fix
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"fairseq-entropy: error: {where}{e.strerror or e}. Fix: choose a path that "
+              "exists where an input is read and that you may write where an output goes",
+              file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # Ctrl-C: every write goes through a temporary name
         print(f"fairseq-entropy {args.command}: interrupted; what it was writing was left as "

@@ -45,7 +45,7 @@ def add_parser(sub) -> None:
 
 def run(args) -> None:
     """``binarize``: a build directory or SCAN files into fairseq binary data."""
-    from ..files import read_json
+    from ..files import check_fairseq_path, read_json
     from ..scan.binarize import binarize_build_in_parallel, binarize_scan_files, level_dirs
     from ..scan.grammar import Grammar
     from ..scan.scan_files import scan_files_summary
@@ -64,7 +64,9 @@ def run(args) -> None:
         raise UserError("--valid-fraction applies to --train files; a build directory has "
                         "its validation split. Fix: drop --valid-fraction (or rebuild with "
                         "'build ... --valid-fraction')")
+    check_fairseq_path(args.out, "--out")
     if args.build_dir:
+        check_fairseq_path(args.build_dir, "BUILD_DIR", ",")
         g = Grammar.by_name(args.grammar) if args.grammar else None
         spm_model = None
         if args.spm_vocab:

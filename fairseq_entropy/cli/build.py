@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import UserError
+from ..files import check_fairseq_path
 from . import options
 
 
@@ -70,6 +71,8 @@ def run(args) -> None:
         n = write_scan_language(args.out, args.actions)
         print(f"wrote {n} SCAN commands to {args.out}")
         return
+    # the build is binarized next: fairseq-preprocess and fairseq-train would split its path
+    check_fairseq_path(args.out, "--out")
     grammar = Grammar.paper(args.verbs)
     if args.experiment == "exp1":
         levels, params = request_exp1(

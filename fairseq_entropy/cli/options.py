@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from typing import List
 
@@ -27,43 +28,81 @@ class Parser(argparse.ArgumentParser):
         kwargs.setdefault("formatter_class", DefaultsHelpFormatter)
         super().__init__(*args, **kwargs)
 
+    def parse_known_args(self, args=None, namespace=None):
+        """As argparse's, and an empty value given to an option that takes a name or a path
+        (``--out ''``) is refused."""
+        ns, rest = super().parse_known_args(args, namespace)
+        for a in self._actions:
+            value = getattr(ns, a.dest, None)
+            values = value if isinstance(value, list) else [value]
+            if a.type is None and a.nargs != argparse.REMAINDER and "" in values:
+                name = "/".join(a.option_strings) or a.metavar or a.dest
+                self.error(f"argument {name}: an empty value. Fix: give a name or a path")
+        return ns, rest
+
+    def error(self, message: str):
+        """Print the usage and one ``error:`` line that ends with a fix, and exit 2."""
+        if "Fix:" not in message:
+            message = f"{message.rstrip('.')}. Fix: see '{self.prog} --help'"
+        super().error(message)
+
+
+def _not_empty(values: list, text: str, example: str) -> list:
+    if not values:
+        raise argparse.ArgumentTypeError(f"{text!r} selects nothing. Fix: give at least one "
+                                         f"value, e.g. {example}")
+    return values
+
 
 def floats(text: str) -> List[float]:
     """Comma-separated numbers, e.g. ``0,0.5,1`` (argparse type)."""
     try:
-        return [float(x) for x in text.split(",") if x.strip()]
+        values = [float(x) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}. Fix: "
+                                         "e.g. 0,1.5,3") from None
+    if not all(math.isfinite(x) for x in values):
+        raise argparse.ArgumentTypeError(f"expected finite numbers, got {text!r}. Fix: e.g. "
+                                         "0,1.5,3")
+    return _not_empty(values, text, "0,1.5,3")
 
 
 def ints(text: str) -> List[int]:
     """Comma-separated integers and inclusive ranges, e.g. ``1,2,4`` or ``1..8`` (argparse
-    type)."""
+    type); an empty list or a range with nothing in it (``3..1``) is refused."""
     out = []
     try:
         for part in text.split(","):
             part = part.strip()
             if ".." in part:
                 a, b = part.split("..")
+                if int(b) < int(a):
+                    raise argparse.ArgumentTypeError(
+                        f"the range {part!r} holds nothing (it runs down). Fix: write it low to "
+                        f"high, e.g. {b.strip()}..{a.strip()}")
                 out += list(range(int(a), int(b) + 1))
             elif part:
                 out.append(int(part))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected integers like 1,2,4 or 1..8, got {text!r}")
-    return out
+        raise argparse.ArgumentTypeError(f"expected integers like 1,2,4 or 1..8, got {text!r}. "
+                                         "Fix: e.g. 1,2,4 or 1..8") from None
+    return _not_empty(out, text, "1,2,4 or 1..8")
 
 
 def number(kind, low=None, high=None, low_open=False, high_open=False, what="a number"):
-    """An argparse type: ``kind(text)`` within [low, high] (open where asked)."""
+    """An argparse type: ``kind(text)`` within [low, high] (open where asked); the bounds are
+    kept as ``parse.bounds`` = (kind, low, high, low_open, high_open)."""
     def parse(text: str):
         try:
             x = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
-        if (low is not None and (x < low or (low_open and x == low))) or \
-                (high is not None and (x > high or (high_open and x == high))):
-            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}. Fix: pass "
+                                             f"{what}") from None
+        if not math.isfinite(x) or (low is not None and (x < low or (low_open and x == low))) \
+                or (high is not None and (x > high or (high_open and x == high))):
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}. Fix: pass {what}")
         return x
+    parse.bounds = (kind, low, high, low_open, high_open)
     return parse
 
 
@@ -71,11 +110,14 @@ fraction = number(float, 0.0, 1.0, True, True, "a fraction strictly between 0 an
 positive_int = number(int, 1, what="a positive integer")
 positive_float = number(float, 0.0, low_open=True, what="a positive number")
 seed = number(int, 0, 2 ** 32 - 1, what="a seed between 0 and 2**32-1")
+count = number(int, 0, what="an integer >= 0")
+any_float = number(float, what="a number")
 
 
 def names(text: str) -> List[str]:
-    """Comma-separated names (verbs, component classes), blanks dropped (argparse type)."""
-    return [v.strip() for v in text.split(",") if v.strip()]
+    """Comma-separated names (verbs, component classes), blanks dropped; an empty list is
+    refused (argparse type)."""
+    return _not_empty([v.strip() for v in text.split(",") if v.strip()], text, "walk,jump")
 
 
 def progress(items, desc: str, unit: str, total=None):

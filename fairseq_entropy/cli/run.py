@@ -60,7 +60,7 @@ def _split_rest(args) -> list:
     before, extra = (rest[:rest.index("--")], rest[rest.index("--") + 1:]) if "--" in rest \
         else (rest, [])
     if before:
-        p = argparse.ArgumentParser(prog="fairseq-entropy run", usage=USAGE, add_help=False)
+        p = options.Parser(prog="fairseq-entropy run", usage=USAGE, add_help=False)
         _add_options(p)
         p.parse_args(before, namespace=args)
     return extra

@@ -45,7 +45,7 @@ def run(args) -> None:
     """``score``: exact-match accuracy of one fairseq-generate output, with its provenance."""
     from ..analysis.provenance import resolve_provenance
     from ..analysis.scoring import score_lines, write_score
-    from ..experiments.presets import check_preset, load_presets, own_schedule
+    from ..experiments.presets import check_fits_data, check_preset, load_presets, own_schedule
 
     if (Path(args.out) / "score.json").exists() and not args.force:
         raise UserError(f"{Path(args.out) / 'score.json'} already exists. Fix: pass --force "
@@ -57,6 +57,8 @@ def run(args) -> None:
                              data=args.data, preset=args.preset, model=args.model,
                              seed=args.seed, split=args.split, unverified=args.unverified,
                              own_schedule=own_schedule)
+    if run["meta"].get("preset") in presets:
+        check_fits_data(presets[run["meta"]["preset"]], run["data"])
     rec = write_score(args.generate_output, args.out, run["meta"], run["data"], args.split,
                       args.force)
     print(score_lines(rec, args.split, args.out))

@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import UserError
+from ..files import check_fairseq_path
+from . import options
 
 
 def add_parser(sub) -> None:
@@ -16,22 +18,23 @@ def add_parser(sub) -> None:
                                   "(default: sweeps/<grid name>)")
     w.add_argument("--preset", action="append", help="run only this preset of the grid "
                                                      "(repeatable)")
-    w.add_argument("--seed", type=int, action="append", help="run only this seed of the grid "
-                                                          "(repeatable)")
-    w.add_argument("--level", type=float, action="append",
+    w.add_argument("--seed", type=options.seed, action="append",
+                   help="run only this seed of the grid (repeatable)")
+    w.add_argument("--level", type=options.any_float, action="append",
                    help="run only this level of the grid: entropy in bits (exp1) or support "
                         "size k (exp2) (repeatable)")
-    w.add_argument("--jobs", type=int, help="cells at once (default: one per CPU core; on "
-                                            "GPUs, GPUs x --per-gpu)")
+    w.add_argument("--jobs", type=options.positive_int,
+                   help="cells at once (default: one per CPU core; on GPUs, GPUs x --per-gpu)")
     w.add_argument("--dry-run", action="store_true", help="print every command, run nothing")
     w.add_argument("--executor", choices=["local", "slurm", "submitit-local", "submitit-debug"],
                    default="local", help="local worker processes, or a submitit job array "
                    "(slurm; submitit-local / submitit-debug run it without Slurm)")
     w.add_argument("--device", choices=["auto", "cpu", "gpu"], default="auto",
                    help="where the cells train: auto is gpu when torch sees one")
-    w.add_argument("--gpus", type=int, help="number of GPUs (default: "
-                                            "torch.cuda.device_count())")
-    w.add_argument("--per-gpu", type=int, default=8, help="runs packed on each GPU")
+    w.add_argument("--gpus", type=options.count,
+                   help="number of GPUs (default: torch.cuda.device_count())")
+    w.add_argument("--per-gpu", type=options.positive_int, default=8,
+                   help="runs packed on each GPU")
     w.add_argument("--recipe", help="train recipe, called as RECIPE PRESET DATABIN RUN_DIR "
                                     "with SEED, EPOCHS/MAX_UPDATE, DEVICE, PRESETS and "
                                     "USER_DIR in its environment (default: the installed "
@@ -52,6 +55,15 @@ def run(args) -> None:
     grid = load_grid(args.grid, args.presets, args.user_dir)
     cells = grid.cells(args.preset, args.seed, args.level)
     root = Path(args.root or Path("sweeps") / grid.name)
+    check_fairseq_path(root, "--root")
+    for p in [root, *root.parents]:
+        if p.exists():
+            if not p.is_dir():
+                raise UserError(f"--root {root}: {p} is a file. Fix: choose a directory")
+            break
+    if args.recipe and not Path(args.recipe).is_file():
+        raise UserError(f"--recipe {args.recipe}: not a file. Fix: pass the train recipe "
+                        "script, or leave --recipe out for the installed train_level.sh")
     device, gpus = detect_device(args.device, args.gpus)
     slots = device_slots(args.jobs, device, gpus, args.per_gpu) \
         if args.executor == "local" else [{}]

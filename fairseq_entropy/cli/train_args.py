@@ -23,10 +23,14 @@ def add_parser(sub) -> None:
 
 def run(args) -> None:
     """``train-args``: print the fairseq-train arguments of a preset."""
-    from ..experiments.presets import check_preset, load_presets, train_args
+    from ..experiments.presets import (KNOWN_KEYS, PresetError, check_preset, load_presets,
+                                       train_args)
 
     presets = load_presets(args.presets)
     preset = check_preset(presets, args.preset)
+    if args.field and args.field not in KNOWN_KEYS:
+        raise PresetError(f"--field {args.field}: not a preset field. Fix: one of "
+                          f"{', '.join(sorted(KNOWN_KEYS - {'extends'}))}")
     if args.field:
         value = preset.get(args.field, args.preset if args.field == "model" else None)
         print(value if value is not None else "")

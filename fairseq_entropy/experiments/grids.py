@@ -38,12 +38,17 @@ class never mix with the verbs' under one root.
 from __future__ import annotations
 
 import json
+import math
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from ..errors import UserError
+from ..errors import DataFormatError, UserError
+from ..files import read_text
+from ..scan.entropy import COMPONENT_VALUES
+from ..scan.grammar import PAPER_VERBS
 from ..scan.levels import level_name
 from .presets import load_presets
 
@@ -230,22 +235,119 @@ class Grid:
                 for p in chosen for n in self.n for lv in chosen_levels for s in chosen_seeds]
 
 
-def _read(path: Path) -> dict:
+def _read(path: Path) -> Tuple[dict, str]:
+    """The grid's keys and its text (read by :func:`~fairseq_entropy.files.read_text`, so a
+    byte-order mark and CRLF line ends are accepted)."""
+    if not path.is_file():
+        what = "is a directory" if path.is_dir() else "does not exist"
+        raise GridError(f"{path}: the grid file {what}. Fix: pass a .toml or .json file, e.g. "
+                        "one from recipes/experiments/")
     try:
-        text = path.read_text()
+        text = read_text(path)
+    except DataFormatError as e:
+        raise GridError(str(e)) from None
     except OSError as e:
         raise GridError(f"{path}: cannot read the grid file ({e.strerror}). Fix: pass a file "
                         "from recipes/experiments/") from None
     if path.suffix == ".json":
         try:
-            return json.loads(text)
+            return json.loads(text), text
         except json.JSONDecodeError as e:
             raise GridError(f"{path}:{e.lineno}: invalid JSON ({e.msg}). Fix: correct the "
                             "line") from None
     try:
-        return tomllib.loads(text)
+        return tomllib.loads(text), text
     except tomllib.TOMLDecodeError as e:
-        raise GridError(f"{path}: invalid TOML ({e}). Fix: correct that line") from None
+        where = re.search(r"\(at line (\d+), column \d+\)", str(e))
+        line = f":{where.group(1)}" if where else ""
+        raise GridError(f"{path}{line}: invalid TOML ({e}). Fix: correct that line") from None
+
+
+def key_line(text: str, key: str) -> int:
+    """1-based line where ``key`` is set in a grid's TOML or JSON ``text`` (1 if not found)."""
+    m = re.search(rf'^\s*(?:{re.escape(key)}|"{re.escape(key)}")\s*[=:]', text, re.M) or \
+        re.search(rf'^\s*\[{re.escape(key)}\]', text, re.M) or \
+        re.search(rf'"{re.escape(key)}"\s*:', text)
+    return text.count("\n", 0, m.start()) + 1 if m else 1
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def check_values(raw: dict, text: str, path: Path) -> None:
+    """Check every value of a grid's keys against its type and valid range, so that a bad
+    value is refused when the grid is loaded (``sweep --dry-run`` included), not when a cell
+    runs.
+
+    Checked: ``experiment``; ``levels`` (Experiment 1: entropies in [0, log2 of the number of
+    values of the controlled class] bits, 3 for the paper's 8 verbs; Experiment 2: support
+    sizes k, integers in 1..number of verbs); ``seeds`` (integers in 0..2**32-1); ``n``
+    (positive integers); ``presets`` (names); ``schedule`` (``"paper"``, a positive
+    ``epochs`` or a positive integer ``max_update``); ``title`` and ``notes`` (text).
+    Lists must be non-empty and hold each value once.
+
+    Raises:
+        GridError: ``path:line: key ...`` naming the value, the valid range and the fix.
+    """
+    def fail(key: str, msg: str) -> GridError:
+        return GridError(f"{path}:{key_line(text, key)}: {key} {msg}")
+
+    exp = raw["experiment"]
+    if exp not in EXPERIMENTS:
+        raise fail("experiment", f"= {exp!r}. Fix: use one of {', '.join(EXPERIMENTS)}")
+    build_args = raw.get("build_args", [])
+    opts = dict(zip(build_args[::2], build_args[1::2])) if isinstance(build_args, list) else {}
+    verbs = [v for v in str(opts.get("--verbs", "")).split(",") if v.strip()] or PAPER_VERBS
+    component = opts.get("--component", "verb")
+    n_values = len(COMPONENT_VALUES.get(component, verbs)) if component != "verb" \
+        else len(verbs)
+
+    def number_list(key, integer, low, high, what):
+        value = raw.get(key)
+        if not isinstance(value, list) or not value:
+            raise fail(key, f"must be a non-empty list of {what}, got {value!r}. Fix: e.g. "
+                            f"{key} = [{low}, {high if high is not None else low + 1}]")
+        for v in value:
+            if not _is_number(v) or (integer and float(v) != int(v)) or v < low or \
+                    (high is not None and v > high):
+                rng = f"{low}..{high}" if high is not None else f">= {low}"
+                raise fail(key, f"holds {v!r}, but must hold {what} in {rng}. Fix: correct or "
+                                "remove that value")
+        if len(set(value)) != len(value):
+            raise fail(key, f"repeats a value: {value!r}. Fix: list each value once")
+
+    if exp == "exp1":
+        h_max = round(math.log2(n_values), 4)
+        number_list("levels", False, 0, h_max,
+                    f"entropies in bits (the {component} class has {n_values} values, so at "
+                    f"most log2({n_values}) bits)")
+    else:
+        number_list("levels", True, 1, len(verbs),
+                    f"support sizes k (integers; {len(verbs)} verbs)")
+    number_list("seeds", True, 0, 2 ** 32 - 1, "integer seeds")
+    if "n" in raw:
+        number_list("n", True, 1, None, "positive integers (training commands)")
+    names = raw["presets"]
+    if not isinstance(names, list) or not names or not all(
+            isinstance(p, str) and p for p in names):
+        raise fail("presets", f"must be a non-empty list of preset names, got {names!r}. Fix: "
+                              "e.g. presets = [\"exp1_cnn_authors\"]")
+    if len(set(names)) != len(names):
+        raise fail("presets", f"repeats a name: {names!r}. Fix: list each preset once")
+    sched = raw.get("schedule", "paper")
+    if sched != "paper":
+        ok = isinstance(sched, dict) and len(sched) == 1 and (
+            ("epochs" in sched and _is_number(sched["epochs"]) and sched["epochs"] > 0) or
+            ("max_update" in sched and _is_number(sched["max_update"])
+             and not isinstance(sched["max_update"], float) and sched["max_update"] > 0))
+        if not ok:
+            raise fail("schedule", f"= {sched!r}. Fix: \"paper\" (the presets' schedules), "
+                                   "{epochs = E} with E > 0 or {max_update = U} with an "
+                                   "integer U > 0")
+    for key in ("title", "notes"):
+        if key in raw and not isinstance(raw[key], str):
+            raise fail(key, f"must be text, got {raw[key]!r}. Fix: quote it")
 
 
 def load_grid(path: str | Path, presets_path: Optional[str | Path] = None,
@@ -268,80 +370,58 @@ def load_grid(path: str | Path, presets_path: Optional[str | Path] = None,
         PresetError: an unusable presets file.
     """
     path = Path(path)
-    raw = _read(path)
+    raw, text = _read(path)
+    if not isinstance(raw, dict):
+        raise GridError(f"{path}:1: expected a table of keys, got {type(raw).__name__}. Fix: "
+                        "see recipes/experiments/exp1.toml")
 
-    def fail(msg: str) -> GridError:
-        return GridError(f"{path}: {msg}")
+    def fail(msg: str, key: Optional[str] = None) -> GridError:
+        return GridError(f"{path}:{key_line(text, key) if key else 1}: {msg}")
 
     unknown = sorted(set(raw) - GRID_KEYS)
     if unknown:
         raise fail(f"unknown key(s) {', '.join(unknown)}. Fix: use only "
-                   f"{', '.join(sorted(GRID_KEYS))}")
+                   f"{', '.join(sorted(GRID_KEYS))}", unknown[0])
     for key in ("experiment", "presets", "levels", "seeds"):
         if key not in raw:
             raise fail(f"missing key {key!r}. Fix: add it (see recipes/experiments/exp1.toml)")
     exp = raw["experiment"]
-    if exp not in EXPERIMENTS:
-        raise fail(f"experiment = {exp!r}. Fix: use one of {', '.join(EXPERIMENTS)}")
-
-    def number_list(key, kind):
-        value = raw.get(key)
-        if not isinstance(value, list) or not value or not all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
-            raise fail(f"{key} must be a non-empty list of numbers, got {value!r}. Fix: e.g. "
-                       f"{key} = [1, 2]")
-        if kind is int and any(float(v) != int(v) for v in value):
-            raise fail(f"{key} must hold integers, got {value!r}")
-        if len(set(value)) != len(value):
-            raise fail(f"{key} repeats a value: {value!r}. Fix: list each value once")
-        return [kind(v) for v in value]
-
-    levels = number_list("levels", int if exp == "exp2" else float)
-    seeds = number_list("seeds", int)
-    if exp == "exp2":
-        if "n" in raw:
-            raise fail("n is given, but Experiment 2's training size follows from the support "
-                       "size. Fix: remove n")
-        sizes: List[Optional[int]] = [None]
-    else:
-        sizes = number_list("n", int) if "n" in raw else [6000]
-
+    if exp == "exp2" and "n" in raw:
+        raise fail("n is given, but Experiment 2's training size follows from the support "
+                   "size. Fix: remove n", "n")
+    check_values(raw, text, path)
+    levels = [int(v) if exp == "exp2" else float(v) for v in raw["levels"]]
+    seeds = [int(v) for v in raw["seeds"]]
+    sizes: List[Optional[int]] = [None] if exp == "exp2" else \
+        [int(v) for v in raw.get("n", [6000])]
     names = raw["presets"]
-    if not isinstance(names, list) or not names or not all(isinstance(p, str) for p in names):
-        raise fail(f"presets must be a non-empty list of preset names, got {names!r}")
     presets_path = presets_path or _grid_path(path, raw, "presets_file", fail)
     user_dir = user_dir or _grid_path(path, raw, "user_dir", fail)
     if user_dir is not None and not (Path(user_dir) / "__init__.py").is_file():
         raise fail(f"user_dir {user_dir}: not a Python package directory (no __init__.py in "
                    "it). Fix: name the folder of your package, whose __init__.py imports "
-                   "fairseq_entropy and registers your models")
+                   "fairseq_entropy and registers your models", "user_dir")
     known = load_presets(presets_path)
     models = {}
     for p in names:
         if p not in known:
-            raise fail(f"unknown preset {p!r}. Fix: use a name from the presets file "
-                       "(fairseq-entropy train-args --help lists where it is)")
+            raise fail(f"unknown preset {p!r}; known: {', '.join(sorted(known))}. Fix: use a "
+                       "name from the presets file", "presets")
         pexp = known[p].get("experiment")
         if pexp and pexp != exp:
-            raise fail(f"preset {p!r} is an {pexp} preset but the grid is {exp}. Fix: use the "
-                       f"{exp} preset")
+            raise fail(f"preset {p!r} is an {pexp} preset but the grid is {exp}. Fix: use an "
+                       f"{exp} preset", "presets")
         models[p] = known[p].get("model", p)
 
     sched = raw.get("schedule", "paper")
-    if sched == "paper":
-        schedule = Schedule()
-    elif isinstance(sched, dict) and set(sched) <= {"epochs", "max_update"} and len(sched) == 1:
-        schedule = Schedule(epochs=float(sched["epochs"]) if "epochs" in sched else None,
-                            max_update=int(sched["max_update"]) if "max_update" in sched
-                            else None)
-    else:
-        raise fail(f"schedule = {sched!r}. Fix: \"paper\" (the presets' schedules), "
-                   "{epochs = E} or {max_update = U}")
+    schedule = Schedule() if sched == "paper" else \
+        Schedule(epochs=float(sched["epochs"]) if "epochs" in sched else None,
+                 max_update=int(sched["max_update"]) if "max_update" in sched else None)
     build_args = raw.get("build_args", [])
     if build_args:
         if exp != "exp1":
             raise fail("build_args is given, but only Experiment 1 builds take other component "
-                       "classes. Fix: remove build_args")
+                       "classes. Fix: remove build_args", "build_args")
         pairs_ok = (isinstance(build_args, list) and len(build_args) % 2 == 0
                     and all(isinstance(a, str) for a in build_args)
                     and all(k in BUILD_OPTIONS and not v.startswith("-")
@@ -350,10 +430,10 @@ def load_grid(path: str | Path, presets_path: Optional[str | Path] = None,
             raise fail(f"build_args = {build_args!r}. Fix: a list of option-value pairs of "
                        f"{', '.join(BUILD_OPTIONS)}, e.g. build_args = [\"--component\", "
                        "\"direction\", \"--restricted\", \"left\"] (the sweep sets --out, "
-                       "--levels, --n and --seed)")
+                       "--levels, --n and --seed)", "build_args")
     resources = raw.get("resources", {})
     if not isinstance(resources, dict):
-        raise fail("resources must be a table, e.g. [resources] timeout_min = 60")
+        raise fail("resources must be a table, e.g. [resources] timeout_min = 60", "resources")
     return Grid(path=path, experiment=exp, presets=list(names), levels=levels, seeds=seeds,
                 n=sizes, schedule=schedule, title=str(raw.get("title", "")),
                 resources=dict(resources), models=models, build_args=tuple(build_args),

@@ -34,7 +34,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from ..errors import UserError
+from ..errors import DataFormatError, UserError
+from ..files import read_json, read_text
 
 DEFAULT_CRITERION = ["--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0",
                      "--report-accuracy"]
@@ -71,11 +72,15 @@ def read_presets_file(path=None) -> tuple:
         PresetError: the file is missing, is not JSON, or is not an object of objects.
     """
     source = default_presets_path() if path is None else Path(path)
-    try:
-        text = source.read_text(encoding="utf-8")
-    except (FileNotFoundError, IsADirectoryError):
+    if path is not None and not source.is_file():
         raise PresetError(f"presets file {source} not found. Fix: pass an existing file with "
-                          "--presets, or leave --presets out to use the packaged one") from None
+                          "--presets, or leave --presets out to use the packaged one")
+    try:
+        # a byte-order mark and CRLF are read as plain UTF-8 text; NUL bytes and other
+        # encodings are refused with file:line
+        text = source.read_text(encoding="utf-8") if path is None else read_text(source)
+    except DataFormatError as e:
+        raise PresetError(str(e)) from None
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as e:
@@ -196,7 +201,68 @@ def _checked(presets: Dict[str, dict], source, text: str) -> Dict[str, dict]:
         if not name.startswith("_") and "arch" not in preset:
             raise PresetError(f"{source}:{_line_of(text, name)}: preset {name!r} has no 'arch'. "
                               "Fix: give it one or extend a preset that has one")
+        check_preset_values(name, preset, f"{source}:{_line_of(text, name)}")
     return presets
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+#: scalar keys of a preset -> (test, the valid values in words)
+VALUE_CHECKS = {
+    "batch_size": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0,
+                   "a positive integer"),
+    "epochs": (lambda v: _number(v) and v > 0, "a positive number"),
+    "lr": (lambda v: _number(v) and v > 0, "a positive number"),
+    "warmup_fraction": (lambda v: _number(v) and 0 <= v < 1, "a number in [0, 1)"),
+    "min_lr_ratio": (lambda v: _number(v) and 0 <= v <= 1, "a number in [0, 1]"),
+    "model": (lambda v: isinstance(v, str) and v != "", "a name"),
+    "arch": (lambda v: isinstance(v, str) and v != "", "a fairseq architecture name"),
+    "experiment": (lambda v: v in ("exp1", "exp2", "scan"), "exp1, exp2 or scan"),
+    "notes": (lambda v: isinstance(v, str), "text"),
+    "epochs_formula": (lambda v: isinstance(v, str), "a formula in k, e.g. \"64-8*(k-1)\""),
+    "epochs_by_train_size": (
+        lambda v: isinstance(v, dict) and all(
+            str(k).isdigit() and int(k) > 0 and _number(e) and e > 0 for k, e in v.items()),
+        "an object mapping training sizes to positive epochs, e.g. {\"6000\": 24}"),
+}
+
+
+def check_preset_values(name: str, preset: dict, where: str) -> None:
+    """Check every value of the flat ``preset`` against its type and valid range, so that a
+    bad value is refused when the presets are loaded, not when a run starts.
+
+    Args:
+        name: the preset's name.
+        preset: the preset after ``extends`` (:func:`expand_presets`).
+        where: ``file:line`` of the preset, for the message.
+
+    Raises:
+        PresetError: ``file:line: preset NAME: key KEY = VALUE`` with the valid values and the
+            fix (a list key that is not a list of text, a non-positive ``batch_size``,
+            ``epochs`` or ``lr``, fractions outside their range, an ``experiment`` other than
+            exp1/exp2/scan, or an ``epochs_formula`` that is not a formula in k giving positive
+            epochs for k = 1..8).
+    """
+    def fail(key, value, valid):
+        return PresetError(f"{where}: preset {name!r}: key {key!r} = {value!r}, but it must be "
+                           f"{valid}. Fix: correct {key!r} in the presets file")
+
+    for key in LIST_KEYS:
+        if key in preset and not (isinstance(preset[key], list) and all(
+                isinstance(a, str) for a in preset[key])):
+            raise fail(key, preset[key], "a list of text arguments")
+    for key, (ok, valid) in VALUE_CHECKS.items():
+        if key in preset and not ok(preset[key]):
+            raise fail(key, preset[key], valid)
+    if "epochs_formula" in preset:
+        valid = "a formula in k (+ - * // and parentheses) giving positive epochs for k = 1..8"
+        try:
+            if any(eval_epochs(preset["epochs_formula"], k) <= 0 for k in range(1, 9)):
+                raise fail("epochs_formula", preset["epochs_formula"], valid)
+        except (PresetError, SyntaxError, ZeroDivisionError):
+            raise fail("epochs_formula", preset["epochs_formula"], valid) from None
 
 
 _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
@@ -246,6 +312,25 @@ def train_size(data_dir: str | os.PathLike) -> int:
         raise PresetError(str(e)) from None
 
 
+def check_fits_data(preset: dict, data_dir: str | os.PathLike) -> None:
+    """Refuse a preset of one experiment on a level of another.
+
+    The level's experiment is read from ``manifest.json`` in ``data_dir`` (a level without
+    one, e.g. SCAN files, is not checked).
+
+    Raises:
+        PresetError: the preset's ``experiment`` differs from the level's (names both and the
+            fix).
+    """
+    manifest = Path(data_dir) / "manifest.json"
+    data_exp = read_json(manifest).get("experiment") if manifest.is_file() else None
+    exp = preset.get("experiment")
+    if exp and data_exp and exp != data_exp:
+        raise PresetError(f"{data_dir}: a level of {data_exp}, but the preset (arch "
+                          f"{preset.get('arch')!r}) is an {exp} preset. Fix: pass an "
+                          f"{data_exp} preset, or a level of {exp}")
+
+
 def train_args(preset: dict, data_dir: str | os.PathLike, epochs: Optional[float] = None,
                max_update: Optional[int] = None) -> List[str]:
     """fairseq-train arguments (without the data dir and ``--user-dir``) for ``preset``.
@@ -266,11 +351,12 @@ def train_args(preset: dict, data_dir: str | os.PathLike, epochs: Optional[float
             size, or a preset argument is not word-split safe (:func:`check_word_split_safe`).
     """
     n = train_size(data_dir)
+    check_fits_data(preset, data_dir)
     batch = int(preset.get("batch_size", 32))
     support = None
     if epochs is None and not max_update and "epochs_formula" in preset:
         manifest = Path(data_dir) / "manifest.json"
-        support = json.loads(manifest.read_text()).get("support") if manifest.exists() \
+        support = read_json(manifest).get("support") if manifest.exists() \
             else None
         if not support:
             raise PresetError(f"preset needs the support size k but {manifest} has none")

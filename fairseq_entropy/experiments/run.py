@@ -45,7 +45,7 @@ from typing import Optional, Sequence
 from ..analysis.provenance import resolve_provenance
 from ..analysis.scoring import score_lines, write_score
 from ..errors import UserError
-from ..files import read_json
+from ..files import check_fairseq_path, read_json
 from .devices import default_device
 from .locks import LockHeld, RunLock, held_by_parent
 from .presets import (PresetError, check_preset, load_presets, own_schedule, train_args,
@@ -358,6 +358,12 @@ def run_level(preset: str, databin: str | os.PathLike, run_dir: str | os.PathLik
     if acc is not None:
         print(f"skip {run_dir} (already scored)", file=out, flush=True)
         return RunResult("skipped", str(run_dir), acc, "scored before")
+    # the inputs are checked before the lock is taken, so a refused run writes nothing
+    check_fairseq_path(databin, "LEVEL_DATABIN", ":")
+    if not Path(databin).is_dir():
+        raise DataDirError(f"{databin}: no such directory. Fix: pass the binarized level "
+                           "(fairseq-entropy binarize BUILD_DIR --out DATABIN writes it)")
+    train_args(table[preset], databin, epochs, max_update)
     lock = None
     if not held_by_parent(run):
         try:

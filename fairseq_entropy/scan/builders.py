@@ -53,8 +53,9 @@ def test_commands(grammar: Grammar, restricted: str, slot: str) -> List[Command]
 
 def _check_restricted(grammar: Grammar, restricted: str) -> None:
     if restricted not in grammar.verbs:
-        raise BuildError(f"restricted verb {restricted!r} is not in the verb list "
-                         f"({' '.join(grammar.verbs)}). Fix: pick one of them")
+        raise BuildError(f"--restricted-verb {restricted}: not in the verb list (--verbs "
+                         f"{','.join(grammar.verbs)}). Fix: pick one of them, or add it to "
+                         "--verbs")
 
 
 def build_exp1(grammar: Grammar, levels: Sequence[float] = DEFAULT_LEVELS, n: int = 6000,

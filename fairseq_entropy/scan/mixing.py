@@ -80,8 +80,9 @@ def mixing_counts(n: int, verbs: Sequence[str], restricted: str, target_bits: fl
     k = len(verbs)
     h_max = math.log2(k)
     if not (0.0 <= target_bits <= h_max + 1e-12):
-        raise BuildError(f"target entropy {target_bits} bits is outside [0, {h_max:g}] for "
-                         f"{k} verbs. Fix: choose levels between 0 and log2({k})")
+        raise BuildError(f"--levels: target entropy {target_bits} bits is outside "
+                         f"[0, {h_max:g}] for {k} verbs. Fix: choose levels between 0 and "
+                         f"log2({k})")
     others = [v for v in verbs if v != restricted]
     best: Optional[Tuple[float, int]] = None
     for c in range(n, -(-n // k) - 1, -1):
