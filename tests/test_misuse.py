@@ -45,7 +45,9 @@ KINDS = {
     ("train-args", "preset"): "name", ("train-args", "data"): "in-dir",
     ("train-args", "presets"): "in-text", ("train-args", "field"): "name",
     ("run", "preset"): "name", ("run", "databin"): "in-dir", ("run", "run_dir"): "out-dir",
-    ("run", "presets"): "in-text",
+    ("run", "presets"): "in-text", ("run", "user_dir"): "in-dir",
+    ("score", "presets"): "in-text",
+    ("sweep", "presets"): "in-text", ("sweep", "user_dir"): "in-dir",
     # the extra fairseq-train arguments after `--`: fairseq-train parses them itself
     ("run", "rest"): "passed-on",
     ("sweep", "grid"): "in-text", ("sweep", "root"): "out-dir", ("sweep", "preset"): "name",
@@ -194,7 +196,7 @@ def world(tmp_path_factory):
     (w / "gen.txt").write_text("".join(f"S-{i}\t{c}\nT-{i}\t{a}\nH-{i}\t-0.1\t{a}\n"
                                        for i, (c, a) in enumerate(zip(cmds, acts))))
     assert main(["score", str(w / "gen.txt"), "--out", str(w / "runs" / "last"), "--data",
-                 str(level), "--preset", "exp1_cnn_authors", "--seed", "1"]) == 0
+                 str(level), "--preset", "exp1_cnn_authors", "--seed", "1", "--unverified"]) == 0
     (w / "grid.toml").write_text('experiment = "exp1"\npresets = ["exp1_cnn_authors"]\n'
                                  'levels = [0, 3]\nseeds = [1, 2]\nn = [60]\n'
                                  'schedule = {max_update = 2}\n')
@@ -216,7 +218,7 @@ BASES = {
     "binarize files": "binarize --grammar paper --train {w}/scan_train.txt "
                       "--valid {w}/scan_valid.txt --test {w}/scan_test.txt --out {t}/bin",
     "score": "score {w}/gen.txt --out {t}/s --data {w}/exp1/entropy_3.0 "
-             "--preset exp1_cnn_authors --seed 1",
+             "--preset exp1_cnn_authors --seed 1 --unverified",
     "aggregate": "aggregate {w}/runs --out {t}/agg",
     "train-args": "train-args exp1_cnn_authors --data {w}/bin/entropy_3.0",
     "run": "run exp1_cnn_authors {w}/bin/entropy_3.0 {t}/run --device cpu",
@@ -304,6 +306,8 @@ def _valid_source(command, action, w):
             ("score", "generate_output"): w / "gen.txt",
             ("train-args", "presets"): w / "presets.json",
             ("run", "presets"): w / "presets.json",
+            ("score", "presets"): w / "presets.json",
+            ("sweep", "presets"): w / "presets.json",
             ("sweep", "grid"): w / "grid.toml"}.get((command, action.dest))
 
 
@@ -392,7 +396,7 @@ def test_text_as_editors_write_it_reads_as_the_same_text(command, action, world,
         t = tmp_path / how
         t.mkdir()
         path = src if how == "plain" else _text_variant(src, how, t / src.name)
-        if command == "score" and how == "no-final-newline":
+        if (command, action.dest) == ("score", "generate_output") and how == "no-final-newline":
             # a decode whose last line has no newline was cut off while it was written: it is
             # refused (names file:line), not scored
             code, _, err = _call(_argv(command, action, str(path), world, t), capsys)
@@ -401,7 +405,7 @@ def test_text_as_editors_write_it_reads_as_the_same_text(command, action, world,
         argv = _argv(command, action, str(path), world, t)
         code, out, err = _call(argv, capsys)
         assert code == 0, f"{how}: {err}"
-        results.append(_normalized(out, path, src, t))
+        results.append(_normalized(out, path, src, t, Path(path).parent, Path(src).parent))
     assert all(r == results[0] for r in results), results
 
 
