@@ -238,6 +238,44 @@ def _read(path: Path) -> dict:
         raise GridError(f"{path}: invalid TOML ({e}). Fix: correct that line") from None
 
 
+def _key_line(path: Path, key: str) -> str:
+    """``path:LINE`` of the first line after the ``resources`` table's start that sets
+    ``key`` (TOML ``key =``, JSON ``"key":``), or ``path`` when none is found."""
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return str(path)
+    start = next((i for i, ln in enumerate(lines) if "resources" in ln), 0)
+    for i in range(start, len(lines)):
+        text = lines[i].strip()
+        if text.startswith((f"{key} ", f"{key}=", f'"{key}"')):
+            return f"{path}:{i + 1}"
+    return str(path)
+
+
+def _check_resources(path: Path, resources: dict) -> None:
+    """Refuse a ``[resources]`` key that submitit does not take, or a value of the wrong type
+    (:func:`~.slurm.resource_problem`), naming the file, the line, the key and the valid keys.
+    """
+    from .slurm import resource_keys, resource_problem
+
+    keys = resource_keys()
+    for key, value in resources.items():
+        problem = resource_problem(key, value, keys)
+        if problem is None:
+            continue
+        if key in keys:
+            example = {int: "2", float: "4", bool: "true", str: '"value"'}[keys[key]]
+            raise GridError(f"{_key_line(path, key)}: [resources] {problem}. Fix: write it as "
+                            f"a {keys[key].__name__}, e.g. {key} = {example}")
+        generic = sorted(k for k in keys
+                         if k.split("_")[0] not in ("slurm", "local", "debug"))
+        slurm_keys = sorted(k for k in keys if k.startswith("slurm_"))
+        raise GridError(f"{_key_line(path, key)}: [resources] {problem}. Fix: use the "
+                        f"submitit parameters {', '.join(generic)}, or a Slurm one: "
+                        f"{', '.join(slurm_keys)}")
+
+
 def load_grid(path: str | Path, presets_path: Optional[str | Path] = None) -> Grid:
     """Read and check a grid file.
 
@@ -248,9 +286,10 @@ def load_grid(path: str | Path, presets_path: Optional[str | Path] = None) -> Gr
     Raises:
         GridError: the file is unreadable, has an unknown or missing key, a value of the
             wrong type, a preset that does not exist or belongs to another experiment,
-            ``n`` given for Experiment 2, or ``build_args`` that are not option-value pairs
-            of :data:`BUILD_OPTIONS` (or given for Experiment 2); the message names the file,
-            the key and the fix.
+            ``n`` given for Experiment 2, ``build_args`` that are not option-value pairs
+            of :data:`BUILD_OPTIONS` (or given for Experiment 2), or a ``[resources]`` key
+            that submitit does not take (or a value of the wrong type); the message names
+            the file, the key and the fix.
     """
     path = Path(path)
     raw = _read(path)
@@ -333,6 +372,7 @@ def load_grid(path: str | Path, presets_path: Optional[str | Path] = None) -> Gr
     resources = raw.get("resources", {})
     if not isinstance(resources, dict):
         raise fail("resources must be a table, e.g. [resources] timeout_min = 60")
+    _check_resources(path, resources)
     return Grid(path=path, experiment=exp, presets=list(names), levels=levels, seeds=seeds,
                 n=sizes, schedule=schedule, title=str(raw.get("title", "")),
                 resources=dict(resources), models=models, build_args=tuple(build_args))
