@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -303,6 +304,14 @@ def _cancel_array_on_signal(jobs, array: str, kind: str, cells: Sequence[Cell],
                     job.cancel(check=False)
                 except Exception:  # a task that has ended already
                     ok = ok and job.done()
+            # submitit's local processes print their interruption first
+            for job in jobs:
+                proc = getattr(job, "_process", None)
+                if proc is not None:
+                    try:
+                        proc.wait(timeout=10)
+                    except subprocess.TimeoutExpired:
+                        proc.kill()
         done = sum(results[i] is not None for i in todo)
         how = f"cancelled job array {array}" if ok else \
             f"could not cancel job array {array}: run scancel {array}"
