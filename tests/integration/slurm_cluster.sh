@@ -71,7 +71,10 @@ start() {
     chown munge: /run/munge
     [ -s /etc/munge/munge.key ] || { runuser -u munge -- /usr/sbin/mungekey -c 2>/dev/null \
         || die 3 "no /etc/munge/munge.key and mungekey failed"; }
-    start_daemon munged /run/munge/munged.pid runuser -u munge -- /usr/sbin/munged
+    # a munged already running (the system's) is used as it is
+    if alive munged || ! munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
+        start_daemon munged /run/munge/munged.pid runuser -u munge -- /usr/sbin/munged
+    fi
     start_daemon slurmctld /run/slurm/slurmctld.pid /usr/sbin/slurmctld
     start_daemon slurmd /run/slurm/slurmd.pid /usr/sbin/slurmd
     # the node is idle once slurmd registered with the controller

@@ -7,6 +7,7 @@ runs it in one worker.
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -43,8 +44,11 @@ def cluster():
     """A running one-node Slurm, started (and stopped) by slurm_cluster.sh."""
     if os.geteuid() != 0:
         pytest.skip("a one-node Slurm needs root to start (slurm_cluster.sh)")
-    res = subprocess.run(["bash", str(SCRIPT), "start"], capture_output=True, text=True,
-                         timeout=900)
+    try:
+        res = subprocess.run(["bash", str(SCRIPT), "start"], capture_output=True, text=True,
+                             timeout=600)
+    except subprocess.TimeoutExpired:
+        pytest.skip("cannot start a one-node Slurm: slurm_cluster.sh start took over 600 s")
     if res.returncode != 0:
         lines = (res.stderr or res.stdout).strip().splitlines() or ["no output"]
         pytest.skip(f"cannot start a one-node Slurm: {lines[-1]}")
@@ -147,9 +151,27 @@ def test_slurm_sweep_scores_skips_cancels_and_resumes(cluster, tmp_path):
     log = root / "submitit" / running / f"{running}_0_log.out"
     assert f"{cell.name}: 2 thread(s) per process (SLURM_CPUS_PER_TASK)" in log.read_text()
 
-    # 4. once Slurm has ended the tasks, the rerun resumes both cells to scores
+    # 4. SIGTERM of the sweep cancels its array and writes the status file
     while queue() and time.monotonic() < deadline + 60:
         time.sleep(0.5)
+    p = sweep(root, "two.toml")
+    deadline = time.monotonic() + 120
+    while "RUNNING" not in queue().values() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert "RUNNING" in queue().values()
+    p.send_signal(signal.SIGTERM)
+    out, _ = p.communicate(timeout=60)
+    assert p.returncode == 128 + signal.SIGTERM, out
+    array = out.split("job array ")[1].split(";")[0]
+    assert out.strip().splitlines()[-1] == (
+        f"sweep: stopped by signal 15 with 0/2 task(s) finished; cancelled job array {array}. "
+        "Fix: run the same command again to resume (finished cells are skipped)")
+    assert {status(root)[c.name][1] for c in cells} == {"cancelled"}
+
+    # 5. once Slurm has ended the tasks, the rerun resumes both cells to scores
+    while queue() and time.monotonic() < deadline + 60:
+        time.sleep(0.5)
+    assert not queue()
     p = sweep(root, "one.toml")
     out, _ = p.communicate(timeout=300)
     assert p.returncode == 0, out
