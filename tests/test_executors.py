@@ -165,14 +165,15 @@ def test_states_come_from_squeue_when_sacct_fails(tmp_path, monkeypatch):
     for f in fake.iterdir():
         f.chmod(0o755)
     monkeypatch.setenv("PATH", f"{fake}{os.pathsep}{os.environ['PATH']}")
-    assert slurm.squeue_states("18") == {"18_0": "RUNNING", "18_1": "CANCELLED+"}
+    assert slurm.squeue_states("18") == {"18_0": "RUNNING", "18_1": "CANCELLED"}
     assert slurm.squeue_states("7") == {}
     assert slurm.sacct_works("18") == "Slurm accounting storage is disabled"
     cells = [Cell("exp1", "exp1_cnn", "cnn", 6000, s, 3.0) for s in range(3)]
     jobs = [FakeJob(tmp_path, f"18_{i}", "UNKNOWN") for i in range(3)]
     watch = executors._ArrayWatch(jobs, cells, "slurm", out=open(os.devnull, "w"))
     assert watch.sacct is False
-    assert watch.states([0, 1, 2]) == {0: "RUNNING", 1: "CANCELLED+", 2: ""}
+    assert watch.states([0, 1, 2]) == {0: "RUNNING", 1: "CANCELLED", 2: ""}
+    assert slurm.normal_state("CANCELLED by 0") == "CANCELLED" and slurm.normal_state(None) == ""
 
 
 def test_sacct_warnings_are_kept_off_the_console(caplog):

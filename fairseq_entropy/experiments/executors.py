@@ -168,8 +168,8 @@ class _ArrayWatch:
     def states(self, pending: Sequence[int]) -> Dict[int, str]:
         """Each pending task's state: submitit's (sacct), else squeue's (when sacct fails, or
         submitit says ``UNKNOWN``); ``""`` for a task Slurm no longer lists."""
-        states = {i: str(self.jobs[i].state).split()[0].upper() if self.sacct else "UNKNOWN"
-                  for i in pending}
+        states = {i: (slurm.normal_state(self.jobs[i].state) or "UNKNOWN") if self.sacct
+                  else "UNKNOWN" for i in pending}
         if self.cluster == "slurm" and any(s == "UNKNOWN" for s in states.values()):
             queue = slurm.squeue_states(slurm.array_id(self.jobs[0].job_id))
             if queue is not None:

@@ -64,6 +64,13 @@ def array_id(job_id: str) -> str:
     return str(job_id).split("_", 1)[0]
 
 
+def normal_state(state: object) -> str:
+    """A Slurm state as one upper-case word: ``CANCELLED`` for sacct's ``CANCELLED by 0`` or
+    a ``CANCELLED+``; ``""`` for none."""
+    words = str(state or "").split()
+    return words[0].rstrip("+").upper() if words else ""
+
+
 def squeue_states(array: str) -> Optional[Dict[str, str]]:
     """``{task id: state}`` (``{"18_0": "RUNNING", ...}``) of the tasks of array ``array``
     that the controller still knows (``squeue --states=all --array``), or None when squeue
@@ -80,7 +87,7 @@ def squeue_states(array: str) -> Optional[Dict[str, str]]:
     for line in out.stdout.splitlines():
         task, _, state = line.strip().partition("|")
         if task and state:
-            states[task] = state.split()[0].upper()
+            states[task] = normal_state(state)
     return states
 
 
