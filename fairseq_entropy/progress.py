@@ -3,7 +3,8 @@
 :class:`TrainingProgress` writes ``progress: epoch k/N | update u/U | E s elapsed | ~L s left |
 last valid seq_acc A`` at least every ``--progress-interval`` seconds of training;
 :func:`parse_progress` and :func:`training_progress` read the elapsed and remaining seconds
-back, so the format lives in this module alone.
+back, and :func:`training_done` whether the training has ended, so the format lives in this
+module alone.
 """
 
 from __future__ import annotations
@@ -96,15 +97,33 @@ def parse_progress(text: str) -> Optional[tuple]:
     return (float(found[-1][0]), float(found[-1][1])) if found else None
 
 
+def _tail(path: str | os.PathLike) -> Optional[str]:
+    """The last 64 KiB of a file as text, or None when it cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(f.tell() - 65536, 0))
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+
+
+#: what fairseq-train logs when its training has ended (decoding follows in a run)
+TRAINING_DONE = "done training in"
+
+
 def training_progress(train_log: str | os.PathLike) -> Optional[tuple]:
     """``(elapsed, left)`` seconds of the last progress line of a run's ``train.log`` (the
     ``systematicity`` task writes one at least every ``--progress-interval`` seconds), or
     None when the file is missing or has no such line yet.  Reads the last 64 KiB only."""
-    try:
-        with open(train_log, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(f.tell() - 65536, 0))
-            tail = f.read().decode("utf-8", "replace")
-    except OSError:
-        return None
-    return parse_progress(tail)
+    tail = _tail(train_log)
+    return None if tail is None else parse_progress(tail)
+
+
+def training_done(train_log: str | os.PathLike) -> bool:
+    """Whether fairseq-train logged the end of its training (:data:`TRAINING_DONE`) in the
+    last 64 KiB of ``train_log`` after its last progress line: the run is decoding or
+    scoring, and its training progress line no longer says how long it has left."""
+    tail = _tail(train_log) or ""
+    end = tail.rfind(TRAINING_DONE)
+    return end >= 0 and end > tail.rfind("progress: ")

@@ -257,7 +257,8 @@ def test_local_executor_packs_k_runs_per_gpu(capsys):
     assert sorted(seen) == ["0"] * 4 + ["1"] * 4
     assert [r.status for r in results] == ["done"] * 3 + ["failed"] + ["done"] * 4
     assert results[3].reason == "RuntimeError: boom"
-    assert sweep.summarize(results) == {"done": 7, "failed": 1, "skipped": 0, "locked": 0}
+    assert sweep.summarize(results) == {"done": 7, "failed": 1, "skipped": 0, "locked": 0,
+                                          "cancelled": 0}
 
 
 FAKE_RECIPE = """#!/usr/bin/env bash
@@ -297,7 +298,7 @@ def test_submitit_executor_in_its_local_mode(tmp_path):
     assert table[0] == "cell\tstatus\taccuracy\twall_s\treason"
     assert table[2].startswith("exp1_cnn/n6000/seed2/entropy_3.0\tfailed\t\t")
     assert sweep.format_summary(again).startswith(
-        "sweep finished: done 0, failed 1, skipped 1, locked 0\n")
+        "sweep finished: done 0, failed 1, skipped 1, locked 0, cancelled 0\n")
 
 
 def test_status_file_keeps_the_rows_of_other_grids_in_the_same_root(tmp_path):

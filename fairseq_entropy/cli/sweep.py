@@ -86,19 +86,33 @@ def run(args) -> None:
             print(" ".join([f"{k}={v}" for k, v in env.items()]
                            + sweep.recipe_command(cell, root, args.recipe)))
         return
-    if args.executor == "local":
-        results = executors.run_local(cells, root, slots,
+    todo, known = executors.pending_cells(cells, root)
+    status_path = root / "sweep-status.tsv"
+    chosen = [cells[i] for i in todo]
+    if not chosen:
+        print(executors.nothing_left(known))
+        ran = []
+    elif args.executor == "local":
+        ran = executors.run_local(chosen, root, slots,
                                   lambda c, s: sweep.run_cell(c, root, s, args.recipe))
     else:
         cluster = {"slurm": "slurm", "submitit-local": "local",
                    "submitit-debug": "debug"}[args.executor]
-        results = executors.run_submitit(cells, root, grid.resources, cluster, args.recipe)
-    status = sweep.write_status(results, root / "sweep-status.tsv")
+        if known:
+            print(f"{len(known)} of {len(cells)} cell(s) scored or locked: not submitted")
+        ran = executors.run_submitit(chosen, root, grid.resources, cluster, args.recipe,
+                                     status=status_path)
+    results = [known[i] if i in known else ran[todo.index(i)] for i in range(len(cells))]
+    status = sweep.write_status(results, status_path)
     print(sweep.format_summary(results), end="")
     print(f"status: {status}\nnext: fairseq-entropy aggregate {root / 'runs'} --out "
           f"{root / 'results'}")
     bad = sweep.summarize(results)
     if bad["failed"] or bad["locked"]:
-        raise UserError(f"{bad['failed']} cell(s) failed and {bad['locked']} locked; "
-                           f"see {status}. Fix: correct the reason given and re-run the same "
-                           "command (finished cells are skipped)")
+        raise UserError(f"{bad['failed']} cell(s) failed, {bad['locked']} locked and "
+                        f"{bad['cancelled']} cancelled; see {status}. Fix: correct the reason "
+                        "given and re-run the same command (finished cells are skipped)")
+    if bad["cancelled"]:
+        raise UserError(f"{bad['cancelled']} cell(s) cancelled by Slurm (scancel, time limit or "
+                        f"preemption); see {status}. Fix: re-run the same command to resume "
+                        "them (finished cells are skipped)")

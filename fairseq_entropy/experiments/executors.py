@@ -11,18 +11,23 @@ Both print a :class:`~.sweep.Progress` line at least every
 
 from __future__ import annotations
 
+import logging
 import os
+import subprocess
 import sys
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+from . import slurm
 from .grids import Cell
+from .locks import lock_holder
 from .processes import CHILDREN, on_stop_signals
-from .sweep import PROGRESS_INTERVAL_S, CellResult, Progress, last_line, run_cell
+from .sweep import (PROGRESS_INTERVAL_S, CellResult, Progress, last_line, run_cell, scored,
+                    write_status)
 
 
 @contextmanager
@@ -84,51 +89,242 @@ def run_local(cells: Sequence[Cell], root: str | os.PathLike, slots: Sequence[di
 
 
 def _submitit_cell(cell: Cell, root: str, recipe: Optional[str]) -> CellResult:
-    """Body of one submitit task (module level, so that it pickles)."""
-    return run_cell(cell, root, None, recipe)
+    """Body of one submitit task (module level, so that it pickles).
+
+    Inside Slurm, the recipe's processes get as many threads as the task has CPUs
+    (``SLURM_CPUS_PER_TASK``, see :func:`~.slurm.task_threads`).  SIGTERM (Slurm's
+    ``scancel``, time limit or preemption) stops the cell's processes and the outcome is
+    ``cancelled`` (:data:`~.slurm.CANCELLED_MESSAGE`), which submitit still records.
+    """
+    threads = slurm.task_threads()
+    env = slurm.thread_env(threads)
+    os.environ.update(env)
+    if threads is not None:
+        if "torch" in sys.modules:
+            sys.modules["torch"].set_num_threads(threads)
+        print(f"{cell.name}: {threads} thread(s) per process (SLURM_CPUS_PER_TASK)",
+              flush=True)
+    cancelled = []
+
+    def stop(sig, _frame):
+        cancelled.append(sig)
+        CHILDREN.terminate()
+
+    with on_stop_signals(stop):
+        result = run_cell(cell, root, env or None, recipe)
+    if cancelled and result.status != "done":
+        return CellResult(cell.name, "cancelled", slurm.CANCELLED_MESSAGE, result.wall_s)
+    return result
+
+
+def pending_cells(cells: Sequence[Cell], root: str | os.PathLike
+                  ) -> Tuple[List[int], Dict[int, CellResult]]:
+    """Split ``cells`` into the indices still to run and the outcomes of those that are not
+    run: ``skipped`` (scored before, :func:`~.sweep.scored`, with the accuracy) and ``locked``
+    (another live process holds the run directory, :func:`~.locks.lock_holder`)."""
+    todo, known = [], {}
+    for i, cell in enumerate(cells):
+        acc = scored(cell, root)
+        holder = lock_holder(cell.run_dir(root)) if acc is None else None
+        if acc is not None:
+            known[i] = CellResult(cell.name, "skipped", "scored before", 0.0, acc)
+        elif holder is not None:
+            known[i] = CellResult(cell.name, "locked", f"{cell.run_dir(root)} is locked by "
+                                  f"{holder}: a run is training there")
+        else:
+            todo.append(i)
+    return todo, known
+
+
+def nothing_left(known: Dict[int, CellResult]) -> str:
+    """The line said when no cell is left to run: how many are scored and how many locked."""
+    counts = {s: sum(r.status == s for r in known.values()) for s in ("skipped", "locked")}
+    return (f"nothing to run: all {len(known)} cell(s) are scored ({counts['skipped']}) or "
+            f"locked by a running process ({counts['locked']}); nothing submitted")
+
+
+#: seconds between two status polls of a job array
+POLL_S = 2.0
+#: seconds a task may be missing from Slurm's queue, with no result and no state from
+#: accounting, before it counts as cancelled
+VANISHED_S = 60.0
+
+
+class _ArrayWatch:
+    """The outcome of each task of a submitted array, polled (see :func:`run_submitit`)."""
+
+    def __init__(self, jobs, cells: Sequence[Cell], cluster: str, clock=time.monotonic,
+                 out=None):
+        self.jobs, self.cells, self.cluster, self.clock = jobs, cells, cluster, clock
+        self.missing_since: Dict[int, float] = {}
+        self.sacct = True
+        if cluster == "slurm":
+            why = slurm.sacct_works(slurm.array_id(jobs[0].job_id))
+            if why is not None:
+                self.sacct = False
+                print(f"note: sacct fails ({why}): the tasks' states come from squeue",
+                      file=out or sys.stdout, flush=True)
+
+    def states(self, pending: Sequence[int]) -> Dict[int, str]:
+        """Each pending task's state: submitit's (sacct), else squeue's (when sacct fails, or
+        submitit says ``UNKNOWN``); ``""`` for a task Slurm no longer lists."""
+        states = {i: (slurm.normal_state(self.jobs[i].state) or "UNKNOWN") if self.sacct
+                  else "UNKNOWN" for i in pending}
+        if self.cluster == "slurm" and any(s == "UNKNOWN" for s in states.values()):
+            queue = slurm.squeue_states(slurm.array_id(self.jobs[0].job_id))
+            if queue is not None:
+                for i, s in states.items():
+                    if s == "UNKNOWN":
+                        states[i] = queue.get(str(self.jobs[i].job_id), "")
+        return states
+
+    def outcome(self, i: int, state: str) -> Optional[CellResult]:
+        """Task ``i``'s outcome, or None while it is pending or running."""
+        job, name = self.jobs[i], self.cells[i].name
+        cancelled = CellResult(name, "cancelled", slurm.CANCELLED_MESSAGE)
+        if job.paths.result_pickle.exists() or (
+                self.cluster != "slurm" and job.done()) or (
+                state and state not in slurm.ACTIVE_STATES and state != "UNKNOWN"
+                and state not in slurm.CANCELLED_STATES):
+            try:
+                result = job.result()
+            except Exception as e:  # the task crashed outside the cell, or Slurm ended it
+                result = CellResult(name, "failed", f"submitit: {last_line(str(e))}")
+            if result.status == "failed" and state in slurm.CANCELLED_STATES:
+                return CellResult(name, "cancelled", slurm.CANCELLED_MESSAGE, result.wall_s)
+            return result
+        if state in slurm.CANCELLED_STATES:
+            return cancelled
+        if self.cluster == "slurm" and state == "":
+            first = self.missing_since.setdefault(i, self.clock())
+            if self.clock() - first >= VANISHED_S:
+                return CellResult(name, "cancelled", "gone from the Slurm queue without a "
+                                  f"result: {slurm.CANCELLED_MESSAGE}")
+        else:
+            self.missing_since.pop(i, None)
+        return None
 
 
 def run_submitit(cells: Sequence[Cell], root: str | os.PathLike, resources: dict,
                  cluster: Optional[str] = None, recipe: Optional[str | os.PathLike] = None,
-                 progress: Optional[Progress] = None) -> List[CellResult]:
+                 progress: Optional[Progress] = None,
+                 status: Optional[str | os.PathLike] = None) -> List[CellResult]:
     """Run cells as one submitit job array (Slurm), one task per cell, and wait for them.
+
+    Cells already scored or locked (:func:`pending_cells`) are not submitted; when none is
+    left, nothing is submitted and one line says so.  The submit line names the array's id
+    (``scancel ID`` stops every task).  On SIGINT/SIGTERM the array is cancelled (the
+    ``scancel`` command is printed when that fails), the outcomes so far are written to
+    ``status`` (the unfinished cells as ``cancelled``) and the sweep exits with 128 + the
+    signal number.  submitit's ``Bypassing sacct error`` warnings (Slurm without accounting)
+    are summed up in one line.
 
     Args:
         resources: the grid's ``[resources]`` table, passed to
             ``AutoExecutor.update_parameters`` (``timeout_min``, ``gpus_per_node``,
             ``cpus_per_task``, ``mem_gb``, ``slurm_partition``, ``slurm_array_parallelism``...).
         cluster: None (Slurm when available, else local), ``slurm``, ``local`` or ``debug``.
+        status: the ``sweep-status.tsv`` written when a signal stops the sweep (None: none).
 
     Returns:
-        the cells' outcomes; a task that crashed is ``failed`` with submitit's error.
+        the cells' outcomes, in order: a task that crashed is ``failed`` with submitit's
+        error; one that Slurm ended (scancel, time limit, preemption, or gone from the queue
+        for :data:`VANISHED_S` seconds with no result) is ``cancelled``.
     """
     import submitit
 
+    todo, known = pending_cells(cells, root)
+    results: List[Optional[CellResult]] = [known.get(i) for i in range(len(cells))]
+    if not todo:
+        print(nothing_left(known), flush=True)
+        return results  # type: ignore[return-value]
     folder = Path(root) / "submitit" / "%j"
     executor = submitit.AutoExecutor(folder=folder, cluster=cluster)
-    params = {"name": "fairseq-entropy-sweep", **resources}
-    executor.update_parameters(**params)
-    jobs = executor.map_array(_submitit_cell, list(cells), [str(root)] * len(cells),
-                              [str(recipe) if recipe else None] * len(cells))
-    progress = progress or Progress(len(cells), len(cells))
-    for cell in cells:
-        progress.begin(cell.name, cell.run_dir(root) / "train.log")
-    print(f"submitted {len(jobs)} task(s) with {cluster or executor.cluster}: job "
-          f"{jobs[0].job_id if jobs else '-'}; logs in {folder.parent}", flush=True)
-    results: List[Optional[CellResult]] = [None] * len(cells)
+    executor.update_parameters(**{"name": "fairseq-entropy-sweep", **resources})
+    chosen = [cells[i] for i in todo]
+    sacct = slurm.SacctWarnings()
+    logger = logging.getLogger("submitit")
+    logger.addFilter(sacct)
+    try:
+        jobs = executor.map_array(_submitit_cell, chosen, [str(root)] * len(chosen),
+                                  [str(recipe) if recipe else None] * len(chosen))
+        array = slurm.array_id(jobs[0].job_id)
+        kind = cluster or executor.cluster
+        skipped = f", {len(known)} cell(s) scored or locked not submitted" if known else ""
+        print(f"submitted {len(jobs)} task(s) with {kind}: job array {array}{skipped}; logs "
+              f"in {folder.parent}", flush=True)
+        progress = progress or Progress(len(chosen), len(chosen))
+        for cell in chosen:
+            progress.begin(cell.name, cell.run_dir(root) / "train.log")
+        with _cancel_array_on_signal(jobs, array, kind, cells, todo, results, status):
+            _wait_array(_ArrayWatch(jobs, chosen, kind), todo, results, progress)
+    finally:
+        logger.removeFilter(sacct)
+    if sacct.count:
+        print(f"note: submitit's sacct call failed {sacct.count} time(s); the last: "
+              f"{last_line(sacct.last)}", flush=True)
+    return results  # type: ignore[return-value]
+
+
+def _wait_array(watch: _ArrayWatch, todo: Sequence[int], results: list,
+                progress: Progress) -> None:
+    """Poll every :data:`POLL_S` seconds until each task of ``todo`` has an outcome, filling
+    ``results`` (indexed like the sweep's cells) and printing progress."""
+    pending = list(range(len(todo)))
     last = time.monotonic()
-    while any(r is None for r in results):
-        for i, job in enumerate(jobs):
-            if results[i] is None and job.done():
-                try:
-                    results[i] = job.result()
-                except Exception as e:  # the task crashed or was cancelled
-                    results[i] = CellResult(cells[i].name, "failed",
-                                            f"submitit: {last_line(str(e))}")
-                progress.add(results[i])
-        if any(r is None for r in results):
+    while pending:
+        states = watch.states(pending)
+        for j in list(pending):
+            r = watch.outcome(j, states.get(j, "UNKNOWN"))
+            if r is not None:
+                results[todo[j]] = r
+                pending.remove(j)
+                progress.add(r)
+        if pending:
             if time.monotonic() - last >= PROGRESS_INTERVAL_S:
                 print(progress.line(), flush=True)
                 last = time.monotonic()
-            time.sleep(1.0)
-    return results  # type: ignore[return-value]
+            time.sleep(POLL_S)
+
+
+@contextmanager
+def _cancel_array_on_signal(jobs, array: str, kind: str, cells: Sequence[Cell],
+                            todo: Sequence[int], results: list,
+                            status: Optional[str | os.PathLike]):
+    """On SIGINT or SIGTERM (main thread only): cancel the array's tasks, write ``status``
+    with the unfinished cells as ``cancelled``, print one line and exit with 128 + the
+    signal number."""
+    def stop(sig, _frame):
+        if kind == "slurm":
+            ok = slurm.cancel_array(array)
+        else:
+            ok = True
+            for job in jobs:
+                try:
+                    job.cancel(check=False)
+                except Exception:  # a task that has ended already
+                    ok = ok and job.done()
+            # submitit's local processes print their interruption first
+            for job in jobs:
+                proc = getattr(job, "_process", None)
+                if proc is not None:
+                    try:
+                        proc.wait(timeout=10)
+                    except subprocess.TimeoutExpired:
+                        proc.kill()
+        done = sum(results[i] is not None for i in todo)
+        how = f"cancelled job array {array}" if ok else \
+            f"could not cancel job array {array}: run scancel {array}"
+        reason = f"the sweep was stopped (signal {sig}) and its job array {array} cancelled: " \
+                 "re-run to resume"
+        final = [r or CellResult(cells[i].name, "cancelled", reason)
+                 for i, r in enumerate(results)]
+        if status is not None:
+            write_status(final, status)
+        print(f"sweep: stopped by signal {sig} with {done}/{len(todo)} task(s) finished; "
+              f"{how}. Fix: run the same command again to resume (finished cells are "
+              "skipped)", file=sys.stderr, flush=True)
+        raise SystemExit(128 + sig)
+
+    with on_stop_signals(stop):
+        yield

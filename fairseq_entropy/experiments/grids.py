@@ -350,6 +350,30 @@ def check_values(raw: dict, text: str, path: Path) -> None:
             raise fail(key, f"must be text, got {raw[key]!r}. Fix: quote it")
 
 
+def _check_resources(path: Path, text: str, resources: dict) -> None:
+    """Refuse a ``[resources]`` key that submitit does not take, or a value of the wrong type
+    (:func:`~.slurm.resource_problem`), naming the file, the line, the key and the valid keys.
+    """
+    from .slurm import resource_keys, resource_problem
+
+    keys = resource_keys()
+    for key, value in resources.items():
+        where = f"{path}:{key_line(text, key)}"
+        problem = resource_problem(key, value, keys)
+        if problem is None:
+            continue
+        if key in keys:
+            example = {int: "2", float: "4", bool: "true", str: '"value"'}[keys[key]]
+            raise GridError(f"{where}: [resources] {problem}. Fix: write it as "
+                            f"a {keys[key].__name__}, e.g. {key} = {example}")
+        generic = sorted(k for k in keys
+                         if k.split("_")[0] not in ("slurm", "local", "debug"))
+        slurm_keys = sorted(k for k in keys if k.startswith("slurm_"))
+        raise GridError(f"{where}: [resources] {problem}. Fix: use the "
+                        f"submitit parameters {', '.join(generic)}, or a Slurm one: "
+                        f"{', '.join(slurm_keys)}")
+
+
 def load_grid(path: str | Path, presets_path: Optional[str | Path] = None,
               user_dir: Optional[str | Path] = None) -> Grid:
     """Read and check a grid file.
@@ -364,9 +388,10 @@ def load_grid(path: str | Path, presets_path: Optional[str | Path] = None,
     Raises:
         GridError: the file is unreadable, has an unknown or missing key, a value of the
             wrong type, a preset that does not exist or belongs to another experiment,
-            ``n`` given for Experiment 2, or ``build_args`` that are not option-value pairs
-            of :data:`BUILD_OPTIONS` (or given for Experiment 2), or a ``user_dir`` that is
-            not a package directory; the message names the file, the key and the fix.
+            ``n`` given for Experiment 2, ``build_args`` that are not option-value pairs
+            of :data:`BUILD_OPTIONS` (or given for Experiment 2), a ``user_dir`` that is not
+            a package directory, or a ``[resources]`` key that submitit does not take (or a
+            value of the wrong type); the message names the file, the key and the fix.
         PresetError: an unusable presets file.
     """
     path = Path(path)
@@ -434,6 +459,7 @@ def load_grid(path: str | Path, presets_path: Optional[str | Path] = None,
     resources = raw.get("resources", {})
     if not isinstance(resources, dict):
         raise fail("resources must be a table, e.g. [resources] timeout_min = 60", "resources")
+    _check_resources(path, text, resources)
     return Grid(path=path, experiment=exp, presets=list(names), levels=levels, seeds=seeds,
                 n=sizes, schedule=schedule, title=str(raw.get("title", "")),
                 resources=dict(resources), models=models, build_args=tuple(build_args),

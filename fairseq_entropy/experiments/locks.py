@@ -157,3 +157,24 @@ def held_by_parent(directory: str | os.PathLike) -> bool:
     """Whether :data:`LOCK_ENV` says that a parent process (:func:`run_locked`) holds the lock
     of ``directory`` for this one (compared as resolved paths)."""
     return os.environ.get(LOCK_ENV) == str(Path(directory).resolve())
+
+
+def lock_holder(directory: str | os.PathLike) -> Optional[str]:
+    """Who holds the :class:`RunLock` of ``directory`` (:meth:`RunLock.describe`), or None
+    when no live process holds it.  Only looks: the lock is not taken and a stale lock file
+    is left as it is.  An empty lock file (released cleanly) is free without a test; else a
+    shared ``flock`` is tried for an instant."""
+    path = Path(directory) / RunLock.FILE
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        if not RunLock._holder(fd).get("pid"):
+            return None
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return RunLock.describe(RunLock._holder(fd))
+    finally:
+        os.close(fd)
+    return None

@@ -13,7 +13,8 @@ Each cell (:class:`~.grids.Cell`) runs in three steps (:func:`run_cell`):
    to ``RUN_DIR/sweep.log``;
 3. the cell's outcome (:class:`CellResult`): ``done`` (trained and scored now), ``skipped``
    (scored before), ``locked`` (another process holds its run directory, exit status
-   :data:`~.locks.LOCKED_EXIT`) or ``failed`` (with the reason).
+   :data:`~.locks.LOCKED_EXIT`), ``failed`` (with the reason) or ``cancelled`` (Slurm ended its
+   task, or a signal stopped the sweep; running it again resumes it).
 
 :class:`Progress` prints the sweep's progress lines, :func:`write_status` merges the outcomes
 into ``sweep-status.tsv``, :func:`format_summary` sums them up.  The executors that run many
@@ -35,7 +36,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 from ..files import atomic_write_text
-from ..progress import training_progress
+from ..progress import training_done, training_progress
 from .grids import Cell
 from .locks import LOCK_ENV, LOCKED_EXIT
 from .processes import CHILDREN, Stopping
@@ -46,7 +47,7 @@ from .run import scored as scored_run
 
 #: seconds between progress lines of a sweep
 PROGRESS_INTERVAL_S = 30.0
-STATUSES = ("done", "failed", "skipped", "locked")
+STATUSES = ("done", "failed", "skipped", "locked", "cancelled")
 
 
 # ------------------------------------------------------------------------------------ data
@@ -97,8 +98,9 @@ def prepare_data(cell: Cell, root: str | os.PathLike, env: Optional[dict] = None
 # ----------------------------------------------------------------------------------- cells
 @dataclass
 class CellResult:
-    """Outcome of one cell: ``status`` in :data:`STATUSES`, ``reason`` (failed and locked
-    cells), wall time in seconds and the accuracy of the last checkpoint (None if unscored)."""
+    """Outcome of one cell: ``status`` in :data:`STATUSES`, ``reason`` (failed, locked and
+    cancelled cells), wall time in seconds and the accuracy of the last checkpoint (None if
+    unscored)."""
 
     cell: str
     status: str
@@ -209,7 +211,8 @@ class Progress:
     Otherwise, once a cell has trained: the mean wall time of the cells that trained so far x
     cells left / workers, less the time since the last cell finished (which the running cells
     have already worked); once the running cells outlast it, how far past the estimate they
-    are."""
+    are.  A cell whose training has ended (:func:`training_done`: it decodes) has no training
+    progress to go by: before any cell finished, the line says how many cells decode."""
 
     def __init__(self, total: int, workers: int, out=None, clock=time.monotonic):
         self.total, self.workers = total, max(workers, 1)
@@ -235,7 +238,8 @@ class Progress:
 
     def _from_running_cells(self, left_cells: int, mean_run: Optional[float] = None,
                             every: bool = False) -> Optional[float]:
-        runs = [training_progress(log) for log in list(self.running.values())]
+        runs = [None if training_done(log) else training_progress(log)
+                for log in list(self.running.values())]
         if every and not all(runs):
             return None
         runs = [t for t in runs if t]
@@ -267,6 +271,9 @@ class Progress:
             estimate = self._from_running_cells(left_cells)
             if estimate is not None:
                 left = f"~{estimate:.0f} s left (from the running cells' training progress)"
+        decoding = sum(training_done(log) for log in list(self.running.values()))
+        if decoding and not trained:
+            left += f", and {decoding} cell(s) decoding (time not known before a cell finished)"
         return (f"sweep: {len(self.results)}/{self.total} cells finished, "
                 f"{min(left_cells, self.workers)} running, {elapsed:.0f} s elapsed, {left}")
 
@@ -282,7 +289,8 @@ def write_status(results: Sequence[CellResult], path: str | os.PathLike) -> Path
 
     Merged with the file already there: the rows of ``results`` replace the rows of the same
     cells, in place, and the rows of other cells (another grid or seed run into the same
-    root) are kept.  The read-merge-write holds an exclusive lock on ``.<name>.lock`` beside
+    root) are kept.  A ``skipped`` cell keeps the wall time of its row (the run it skipped).
+    The read-merge-write holds an exclusive lock on ``.<name>.lock`` beside
     the file, so sweeps that finish at the same time do not drop each other's rows; the file
     itself is replaced whole (never half-written)."""
     path = Path(path)
@@ -297,7 +305,11 @@ def write_status(results: Sequence[CellResult], path: str | os.PathLike) -> Path
             for row in list(csv.reader(io.StringIO(path.read_text()), delimiter="\t"))[1:]:
                 if row:
                     rows[row[0]] = row
-        rows.update(fresh)
+        for cell, row in fresh.items():
+            old = rows.get(cell)
+            if row[1] == "skipped" and old and len(old) > 3 and old[3]:
+                row[3] = old[3]
+            rows[cell] = row
         buf = io.StringIO()
         w = csv.writer(buf, delimiter="\t", lineterminator="\n")
         w.writerow(header)
@@ -307,11 +319,12 @@ def write_status(results: Sequence[CellResult], path: str | os.PathLike) -> Path
 
 
 def format_summary(results: Sequence[CellResult]) -> str:
-    """``done 4, failed 1, skipped 2, locked 0`` and one line per failed or locked cell."""
+    """``done 4, failed 1, skipped 2, locked 0, cancelled 0`` and one line per failed, locked
+    or cancelled cell."""
     counts = summarize(results)
     lines = ["sweep finished: " + ", ".join(f"{s} {counts[s]}" for s in STATUSES)]
     for r in results:
-        if r.status in ("failed", "locked"):
+        if r.status in ("failed", "locked", "cancelled"):
             lines.append(f"  {r.status}: {r.cell}: {r.reason}")
     return "\n".join(lines) + "\n"
 
