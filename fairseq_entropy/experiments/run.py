@@ -33,8 +33,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
@@ -46,7 +44,7 @@ from ..files import read_json
 from .devices import default_device
 from .locks import LockHeld, RunLock, held_by_parent
 from .presets import check_preset, load_presets, train_args
-from .processes import ProcessGroups, Stopping, on_stop_signals
+from .processes import GRACE_S, ProcessGroups, Stopping, stop_on_signals
 
 #: checkpoint selections: name -> (label of the scored best checkpoint, fairseq-train options)
 SELECTIONS = {
@@ -58,8 +56,6 @@ SELECTIONS = {
 #: fairseq-train output lines echoed to the console
 SHOWN = re.compile(r"valid on|progress: |done training|Error")
 _VALID = re.compile(r"(valid on 'valid' subset).*(seq_acc [0-9.]*).*(num_updates [0-9]*).*")
-#: seconds a child gets to exit after SIGTERM before it is killed
-GRACE_S = 30.0
 #: U+2581, the word-start mark of sentencepiece pieces, in UTF-8
 PIECE_MARK = "\u2581".encode()
 
@@ -143,37 +139,21 @@ def subword_data(databin: str | os.PathLike) -> bool:
         return False
 
 
-@contextmanager
 def _stop_on_signal(children: ProcessGroups):
-    """On SIGINT/SIGTERM (main thread only): terminate the children's process groups (killed
-    after :data:`GRACE_S` seconds) and raise :class:`RunStopped` once they exited (at once when
-    none runs)."""
-    timers = []
-
-    def stop(sig, _frame):
-        children.stopped_by = sig
-        children.terminate(signal.SIGTERM)
+    """On SIGINT/SIGTERM (main thread only): stop the children's process groups
+    (:func:`~.processes.stop_on_signals`, killed after :data:`GRACE_S` seconds) and raise
+    :class:`RunStopped` once they exited (at once when none runs)."""
+    def then(sig):
         if not children.running():
             raise RunStopped(sig)
-        t = threading.Timer(GRACE_S, children.terminate, (signal.SIGKILL,))
-        t.daemon = True
-        t.start()
-        timers.append(t)
 
-    try:
-        with on_stop_signals(stop):
-            yield
-    finally:
-        for t in timers:
-            t.cancel()
+    return stop_on_signals(children, GRACE_S, then)
 
 
 def _wait(children: ProcessGroups, p: subprocess.Popen) -> int:
-    """Wait for ``p``; raise :class:`RunStopped` when a signal stopped the run meanwhile."""
-    try:
-        rc = p.wait()
-    finally:
-        children.done(p)
+    """Wait for ``p`` (and, when stopping, for every process of its group); raise
+    :class:`RunStopped` when a signal stopped the run meanwhile."""
+    rc = children.wait(p)
     if children.stopping:
         raise RunStopped(children.stopped_by or signal.SIGTERM)
     return rc
