@@ -14,7 +14,9 @@
 # split, scored as "best"; test-loss: the paper authors' selection, the lowest loss on the
 # test split, which fairseq-train then also validates on every epoch, scored as "test-loss";
 # a diagnostic of the paper's numbers, since it picks the checkpoint by its test loss.
-# Training itself is the same: fairseq seeds every update, and validation draws nothing).
+# Training itself is the same: fairseq seeds every update, and validation draws nothing),
+# DECODE_SAMPLE (a smoke test: decode about this many test sentences with the last
+# checkpoint into RUN_DIR/sample/score.json, marked test_sample; the run stays unfinished).
 # A run whose RUN_DIR/last/score.json exists is skipped; a cut-off run resumes from its
 # checkpoint_last.pt.  The run holds RUN_DIR/.lock (host and PID) while it works: a second
 # launch on the same RUN_DIR exits with status 75 without touching it, a lock left by a dead
@@ -25,7 +27,7 @@ if [ $# -lt 3 ] || [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then
   echo "usage: $0 PRESET LEVEL_DATABIN RUN_DIR [extra fairseq-train args...]" >&2
   echo "  e.g. $0 exp1_transformer_sinusoidal data-bin/exp1/entropy_3.0 runs/exp1/seed1/entropy_3.0" >&2
   echo "  PRESET: a preset of fairseq_entropy/experiments/presets.json (fairseq-entropy train-args lists them)" >&2
-  echo "  environment: SEED EPOCHS MAX_UPDATE DEVICE GEN_BATCH VALID_BATCH SCORE_BEST SELECT" >&2
+  echo "  environment: SEED EPOCHS MAX_UPDATE DEVICE GEN_BATCH VALID_BATCH SCORE_BEST SELECT DECODE_SAMPLE" >&2
   exit 2
 fi
 case "${SELECT:-valid}" in
@@ -38,5 +40,6 @@ opts=(--seed "${SEED:-1}" --select "${SELECT:-valid}" --gen-batch "${GEN_BATCH:-
 if [ -n "${EPOCHS:-}" ]; then opts+=(--epochs "$EPOCHS"); fi
 if [ -n "${MAX_UPDATE:-}" ]; then opts+=(--max-update "$MAX_UPDATE"); fi
 if [ -n "${DEVICE:-}" ]; then opts+=(--device "$DEVICE"); fi
+if [ -n "${DECODE_SAMPLE:-}" ]; then opts+=(--decode-sample "$DECODE_SAMPLE"); fi
 if [ "${SCORE_BEST:-1}" = 0 ]; then opts+=(--no-score-best); fi
 exec fairseq-entropy run "$preset" "$data" "$run" "${opts[@]}" -- "$@"

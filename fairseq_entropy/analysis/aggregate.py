@@ -24,6 +24,9 @@ from .report import format_table, write_report
 from .statistics import order_key, spearman, summarize
 
 
+#: the mark of a score of a sample of the test split (``score.json`` field ``test_sample``):
+#: its rows get the experiment ``<experiment>+test-sample``, a curve of their own
+TEST_SAMPLE = "test-sample"
 #: types of the result columns read back from a ``results.tsv`` (the others are strings)
 _RESULT_TYPES = {"n_train": int, "entropy_bits": float, "seed": int, "data_seed": int,
                  "accuracy": float, **{c: float for c in GRADED_COLUMNS}}
@@ -77,7 +80,9 @@ def collect_scores(roots: Iterable[str | os.PathLike]) -> List[dict]:
     :data:`GRADED_COLUMNS` (None when the file has no graded metrics) and ``path``, the file
     it came from), sorted by :data:`~.columns.GROUP_COLUMNS`, then seed.  A score of a data
     variant (:func:`.provenance.data_variant`) gets the experiment
-    ``<experiment>+<variant>``, a curve of its own without paper values.  A root that is a
+    ``<experiment>+<variant>``, a curve of its own without paper values; so does a score of a
+    sample of the test split (``test_sample`` in its ``score.json``), as
+    ``<experiment>+test-sample``, which is never averaged with full-split scores.  A root that is a
     ``.tsv`` file is read as an earlier aggregate's ``results.tsv``
     (:func:`read_results_tsv`).
 
@@ -116,6 +121,8 @@ def collect_scores(roots: Iterable[str | os.PathLike]) -> List[dict]:
                    **{c: graded.get(c) for c in GRADED_COLUMNS}, "path": str(f)}
             if rec.get("variant"):
                 row["experiment"] = f"{rec['experiment']}+{rec['variant']}"
+            if rec.get("test_sample"):  # a smoke test's score: never averaged with full ones
+                row["experiment"] = f"{row['experiment']}+{TEST_SAMPLE}"
             rows.append(row)
     if not rows:
         raise ScoreError(f"no score.json under {', '.join(map(str, roots))}")

@@ -33,6 +33,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
@@ -41,6 +42,8 @@ from ..analysis.provenance import resolve_provenance
 from ..analysis.scoring import score_lines, write_score
 from ..errors import UserError
 from ..files import read_json
+from ..progress import decoding_line
+from ..scan.databin import SOURCE_LANG, TARGET_LANG, BinarizeError, read_mmap_index
 from .devices import default_device
 from .locks import LockHeld, RunLock, held_by_parent
 from .presets import check_preset, load_presets, train_args
@@ -56,6 +59,10 @@ SELECTIONS = {
 #: fairseq-train output lines echoed to the console
 SHOWN = re.compile(r"valid on|progress: |done training|Error")
 _VALID = re.compile(r"(valid on 'valid' subset).*(seq_acc [0-9.]*).*(num_updates [0-9]*).*")
+#: seconds between the progress lines of a decoding
+DECODE_PROGRESS_S = 30.0
+#: label (decode file and score folder) of a decode of a sample of the test split
+SAMPLE_LABEL = "sample"
 #: U+2581, the word-start mark of sentencepiece pieces, in UTF-8
 PIECE_MARK = "\u2581".encode()
 
@@ -167,9 +174,10 @@ def _start(children: ProcessGroups, cmd, **kw) -> subprocess.Popen:
 
 
 def _score(run: Path, label: str, checkpoint: str, databin: str, presets: dict, preset: str,
-           model: str, seed: int, out) -> None:
+           model: str, seed: int, out, sample: bool = False) -> None:
     """Score ``RUN/generate-<label>.txt`` into ``RUN/<label>/`` (``score.json``,
-    ``examples.tsv``, replacing an earlier score) with the provenance of
+    ``examples.tsv``, replacing an earlier score; ``sample``: a decode of a sample of the
+    test split by the last checkpoint, marked ``test_sample``) with the provenance of
     ``RUN/checkpoints/<checkpoint>`` (:func:`~fairseq_entropy.analysis.provenance.
     resolve_provenance`), and print :func:`~fairseq_entropy.analysis.scoring.score_lines`.
 
@@ -178,9 +186,12 @@ def _score(run: Path, label: str, checkpoint: str, databin: str, presets: dict, 
             DataFormatError): nothing is written.
     """
     gen = str(run / f"generate-{label}.txt")
-    meta = resolve_provenance(gen, label, presets, path=str(run / "checkpoints" / checkpoint),
-                              data=databin, preset=preset, model=model, seed=seed)
-    rec = write_score(gen, str(run / label), meta["meta"], meta["data"], "test", force=True)
+    # a sample's decode is of the last checkpoint: that is its checkpoint label
+    meta = resolve_provenance(gen, "last" if sample else label, presets,
+                              path=str(run / "checkpoints" / checkpoint), data=databin,
+                              preset=preset, model=model, seed=seed)
+    rec = write_score(gen, str(run / label), meta["meta"], meta["data"], "test", force=True,
+                      sample=sample)
     print(score_lines(rec, "test", run / label), file=out, flush=True)
 
 
@@ -208,24 +219,91 @@ def _train(children: ProcessGroups, cmd: Sequence[str], run: Path, fds: tuple, o
 
 
 def _generate(children: ProcessGroups, cmd: Sequence[str], run: Path, label: str,
-              fds: tuple) -> None:
+              fds: tuple, total: Optional[int] = None, out=None,
+              interval: float = DECODE_PROGRESS_S) -> None:
     """fairseq-generate into ``RUN/generate-<label>.txt``, its log ``generate-<label>.log``.
+
+    Every ``interval`` seconds while it works, a :func:`~fairseq_entropy.progress.
+    decoding_line` (hypotheses written so far, :func:`count_hypotheses`, of ``total``
+    sentences, and the time left) goes to ``out`` as `` [<run name>] <line>`` and is
+    appended to ``RUN/train.log``, where the sweep reads its progress.
 
     Raises:
         RunFailed: a non-zero exit status.
     """
     log = run / f"generate-{label}.log"
-    with open(run / f"generate-{label}.txt", "w") as txt, open(log, "w") as err:
-        rc = _wait(children, _start(children, cmd, stdout=txt, stderr=err, pass_fds=fds))
+    txt_path = run / f"generate-{label}.txt"
+    with open(txt_path, "w") as txt, open(log, "w") as err:
+        p = _start(children, cmd, stdout=txt, stderr=err, pass_fds=fds)
+        start = time.monotonic()
+        while True:
+            try:
+                p.wait(timeout=interval)
+                break
+            except subprocess.TimeoutExpired:
+                line = decoding_line(label, count_hypotheses(txt_path), total,
+                                     time.monotonic() - start)
+                _progress(run, line, out)
+        rc = _wait(children, p)
     if rc != 0:
         raise RunFailed(f"fairseq-generate failed (exit {rc}): see {log}")
+
+
+def _progress(run: Path, line: str, out) -> None:
+    """A progress line to ``out`` (as `` [<run name>] <line>``) and ``RUN/train.log``."""
+    if out is not None:
+        print(f" [{run.name}] {line}", file=out, flush=True)
+    with open(run / "train.log", "a") as log:
+        log.write(line + "\n")
+
+
+def count_hypotheses(path: str | os.PathLike) -> int:
+    """Number of hypothesis (``H-``) lines in a fairseq-generate output written so far (0
+    when the file does not exist)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return 0
+    return data.count(b"\nH-") + data.startswith(b"H-")
+
+
+def split_size(databin: str | os.PathLike, split: str = "test") -> Optional[int]:
+    """Sentences of a binarized split, from its fairseq index header (None when unreadable)."""
+    prefix = Path(databin) / f"{split}.{SOURCE_LANG}-{TARGET_LANG}.{SOURCE_LANG}"
+    try:
+        return len(read_mmap_index(prefix)[1])
+    except BinarizeError:
+        return None
+
+
+def sample_args(total: Optional[int], sample: int, gen_batch: int) -> tuple:
+    """fairseq-generate options that decode about ``sample`` of the ``total`` test sentences:
+    every K-th batch (K = total // sample) of batches of at most ``sample // 16`` sentences;
+    fairseq orders the batches by length, so the sample spans the split's lengths.
+    fairseq-generate shards its batches by the distributed world size and rank, read here
+    as the number of shards and the shard decoded (``--distributed-world-size K
+    --distributed-rank 0``; nothing distributed starts).
+
+    Returns:
+        ``(options, batch size, expected sentences)``; no options when the sample is the
+        whole split (or its size is unknown).
+    """
+    if not total or sample >= total:
+        return (), gen_batch, total
+    batch = max(1, min(gen_batch, sample // 16))
+    shards = max(1, total // sample)
+    batches = -(-total // batch)
+    expected = min(total, -(-batches // shards) * batch)
+    return ("--distributed-world-size", str(shards), "--distributed-rank", "0"), batch, expected
 
 
 def run_level(preset: str, databin: str | os.PathLike, run_dir: str | os.PathLike,
               seed: int = 1, epochs: Optional[float] = None, max_update: Optional[int] = None,
               device: Optional[str] = None, gen_batch: int = 512, valid_batch: int = 512,
               score_best: bool = True, select: str = "valid", extra_args: Sequence[str] = (),
-              presets: Optional[str | os.PathLike] = None, out=None) -> RunResult:
+              presets: Optional[str | os.PathLike] = None, out=None,
+              decode_sample: Optional[int] = None) -> RunResult:
     """Train, decode and score one run (see the module docstring for the steps and files).
 
     Args:
@@ -246,6 +324,11 @@ def run_level(preset: str, databin: str | os.PathLike, run_dir: str | os.PathLik
         extra_args: further fairseq-train arguments, appended last.
         presets: a presets file (default: the packaged ``presets.json``).
         out: where the console lines go (default: standard output).
+        decode_sample: a smoke test: decode about this many test sentences
+            (:func:`sample_args`) with the last checkpoint only, into
+            ``RUN/generate-sample.txt``, and score them into ``RUN/sample/score.json``,
+            marked ``test_sample``; ``last/score.json`` is not written, so the run is not
+            finished, and a later full run decodes the whole split with the same training.
 
     Returns:
         a :class:`RunResult`; ``locked`` when another live process holds ``RUN_DIR/.lock``.
@@ -281,15 +364,16 @@ def run_level(preset: str, databin: str | os.PathLike, run_dir: str | os.PathLik
             fds = (lock.fd,) if lock else ()
             return _run_locked(children, fds, table, preset, str(databin), run,
                                str(run_dir), seed, epochs, max_update, device, gen_batch,
-                               valid_batch, score_best, select, extra_args, out)
+                               valid_batch, score_best, select, extra_args, out,
+                               decode_sample)
     finally:
         if lock:
             lock.release()
 
 
 def _run_locked(children, fds, presets, preset, databin, run, run_name, seed, epochs, max_update,
-                device, gen_batch, valid_batch, score_best, select, extra_args, out
-                ) -> RunResult:
+                device, gen_batch, valid_batch, score_best, select, extra_args, out,
+                decode_sample=None) -> RunResult:
     """The steps of :func:`run_level` under the run's lock (``presets``: the loaded presets
     table, which holds ``preset``)."""
     spec = presets[preset]
@@ -324,19 +408,30 @@ def _run_locked(children, fds, presets, preset, databin, run, run_name, seed, ep
         _train(children, cmd, run, fds, out)
         trained.touch()
 
+    total = split_size(databin)
+    shard_args, batch, expected = sample_args(total, decode_sample, gen_batch) \
+        if decode_sample else ((), gen_batch, total)
+
     def generate(checkpoint: str, label: str) -> None:
         cmd = [_tool("fairseq-generate"), databin, "--user-dir", plugin, "--task",
                "systematicity", "--source-lang", "in", "--target-lang", "out", "--path",
                str(run / "checkpoints" / checkpoint), *device_args, "--gen-subset", "test",
                "--beam", "1", "--max-len-a", "0", "--max-len-b", max_len,
                *(["--post-process", "sentencepiece"] if subword else []),
-               "--batch-size", str(gen_batch), "--required-batch-size-multiple", "1"]
-        _generate(children, cmd, run, label, fds)
+               "--batch-size", str(batch), "--required-batch-size-multiple", "1", *shard_args]
+        _generate(children, cmd, run, label, fds, expected, out)
 
     def score(label: str, checkpoint: str) -> None:
-        _score(run, label, checkpoint, databin, presets, preset, model, seed, out)
+        _score(run, label, checkpoint, databin, presets, preset, model, seed, out,
+               sample=bool(decode_sample))
 
     ckpts = run / "checkpoints"
+    if decode_sample:
+        generate("checkpoint_last.pt", SAMPLE_LABEL)
+        score(SAMPLE_LABEL, "checkpoint_last.pt")
+        rec = read_json(run / SAMPLE_LABEL / "score.json")
+        return RunResult("done", run_name, float(rec["accuracy"]),
+                         f"a sample of {rec['n']} test sentences (not a finished run)")
     generate("checkpoint_last.pt", "last")
     if score_best:
         best, last = ckpts / "checkpoint_best.pt", ckpts / "checkpoint_last.pt"
