@@ -121,31 +121,36 @@ FAKE_TRAIN = textwrap.dedent("""\
     """)
 
 RUN_DRIVER = textwrap.dedent("""\
-    import sys
+    import os, sys
     from fairseq_entropy.cli import main
     from fairseq_entropy.experiments import run
-    run._tool = lambda name: sys.argv[1]  # the fake trainer
-    sys.exit(main(sys.argv[2:]))
+    run._tool = lambda name: os.environ["FAKE_TRAIN"]  # fairseq-train and -generate
+    sys.exit(main(sys.argv[1:]))
     """)
 
 
-def test_term_to_run_stops_the_trainers_group_and_frees_the_lock(tmp_path):
+def fake_run_setup(tmp_path):
+    """A fake trainer, a ``fairseq-entropy`` that runs it as fairseq-train (named like the
+    console script, so that importing the package skips fairseq), and a level directory
+    whose index header says 4 training sentences.  Returns (bin dir, databin, run, pids)."""
     fake = tmp_path / "fake-train"
     fake.write_text(FAKE_TRAIN)
     fake.chmod(0o755)
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    driver = bindir / "fairseq-entropy"
+    driver.write_text(f"#!{sys.executable}\n" + RUN_DRIVER)
+    driver.chmod(0o755)
     databin, run, pids = tmp_path / "databin", tmp_path / "run", tmp_path / "pids"
     databin.mkdir()
     # the header of a fairseq mmap index of 4 training sentences: what the preset reads
     (databin / "train.in-out.in.idx").write_bytes(
         b"MMIDIDX\x00\x00" + (1).to_bytes(8, "little") + bytes([4]) + (4).to_bytes(8, "little")
         + bytes(12 * 4))
-    # named like the console script, so that importing the package skips fairseq
-    driver = tmp_path / "fairseq-entropy"
-    driver.write_text(RUN_DRIVER)
-    proc = subprocess.Popen([sys.executable, str(driver), str(fake), "run", "exp1_cnn",
-                             str(databin), str(run), "--device", "cpu"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            env=env(PIDS=str(pids)))
+    return bindir, databin, run, pids
+
+
+def check_run_stopped(proc, run, pids):
     started = wait_for(lambda: len(pids_file(pids)) >= 3 and pids_file(pids), what="trainer")
     assert locks.run_locked(run, ["true"]) == locks.LOCKED_EXIT
     proc.send_signal(signal.SIGTERM)
@@ -155,6 +160,26 @@ def test_term_to_run_stops_the_trainers_group_and_frees_the_lock(tmp_path):
     assert not any(alive(p) for p in started)
     assert (run / ".lock").read_text() == ""
     assert not (run / "checkpoints" / "trained").exists()
+
+
+def test_term_to_run_stops_the_trainers_group_and_frees_the_lock(tmp_path):
+    bindir, databin, run, pids = fake_run_setup(tmp_path)
+    proc = subprocess.Popen([str(bindir / "fairseq-entropy"), "run", "exp1_cnn", str(databin),
+                             str(run), "--device", "cpu"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True,
+                            env=env(PIDS=str(pids), FAKE_TRAIN=str(tmp_path / "fake-train")))
+    check_run_stopped(proc, run, pids)
+
+
+def test_term_to_train_level_sh_stops_the_trainer_and_frees_the_lock(tmp_path):
+    bindir, databin, run, pids = fake_run_setup(tmp_path)
+    proc = subprocess.Popen(["bash", str(REPO / "recipes" / "train_level.sh"), "exp1_cnn",
+                             str(databin), str(run)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True,
+                            env={**env(PIDS=str(pids), FAKE_TRAIN=str(tmp_path / "fake-train"),
+                                       DEVICE="cpu"),
+                                 "PATH": f"{bindir}{os.pathsep}{env()['PATH']}"})
+    check_run_stopped(proc, run, pids)
 
 
 def fake_quickstart(tmp_path):
