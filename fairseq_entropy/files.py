@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import errno
 import glob
 import json
 import os
@@ -189,6 +190,22 @@ def make_parent_dirs(path: str | os.PathLike) -> None:
     parent.mkdir(parents=True, exist_ok=True)
 
 
+class OutputError(DataFormatError, OSError):
+    """An output cannot be written (a read-only or full file system, a missing permission);
+    the message names the user's path, never the temporary name written first."""
+
+
+def _write_error(path: Path, e: OSError) -> OutputError:
+    """:class:`OutputError` for a failed write of ``path`` (through a temporary name)."""
+    reason = e.strerror or str(e)
+    where = path.parent if isinstance(e, PermissionError) or \
+        e.errno in (errno.EROFS, errno.EACCES) else path
+    return OutputError(f"{path}: cannot write it ({reason}: {where}). Fix: choose an output "
+                       f"path you can write to, or make {where} writable"
+                       + (" (or free space on its file system)"
+                          if e.errno in (errno.ENOSPC, errno.EDQUOT) else ""))
+
+
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     """Write ``data`` to ``path`` through a temporary file renamed into place.
 
@@ -199,6 +216,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     Raises:
         DataFormatError: ``path`` is a directory, or a file stands where a parent directory
             is needed.
+        OutputError: the file cannot be written (names ``path``, not the temporary name).
     """
     path = Path(path)
     make_parent_dirs(path)
@@ -206,15 +224,20 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
         raise DataFormatError(f"{path} is a directory, not a file. Fix: choose another output "
                               "path, or remove the directory")
     remove_stale_partials(path)
-    fd, tmp = tempfile.mkstemp(prefix=_partial_prefix(path.name), dir=path.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=_partial_prefix(path.name), dir=path.parent)
+    except OSError as e:
+        raise _write_error(path, e) from e
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(e, OSError):
+            raise _write_error(path, e) from e
         raise
 
 
@@ -234,6 +257,8 @@ def atomic_directory(dest: str | os.PathLike):
     Raises:
         DataFormatError: ``dest`` is a file, or a file stands where a parent directory is
             needed.
+        OutputError: the temporary directory cannot be created, or renamed into place
+            (names ``dest``, not the temporary name).
     """
     dest = Path(dest)
     make_parent_dirs(dest)
@@ -241,13 +266,20 @@ def atomic_directory(dest: str | os.PathLike):
         raise DataFormatError(f"{dest} is a file, not a directory. Fix: choose another output "
                               "directory, or remove the file")
     remove_stale_partials(dest)
-    tmp = Path(tempfile.mkdtemp(prefix=_partial_prefix(dest.name), dir=dest.parent))
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=_partial_prefix(dest.name), dir=dest.parent))
+    except OSError as e:
+        raise _write_error(dest, e) from e
     try:
         os.chmod(tmp, 0o777 & ~_umask())
         yield tmp
         if dest.exists():
             shutil.rmtree(dest)
         os.replace(tmp, dest)
-    except BaseException:
+    except BaseException as e:
         shutil.rmtree(tmp, ignore_errors=True)
+        # an OSError naming the temporary directory is reported under the user's path
+        if isinstance(e, OSError) and e.filename is not None and \
+                str(e.filename).startswith(str(tmp)):
+            raise _write_error(dest, e) from e
         raise

@@ -1,10 +1,12 @@
-"""The training progress line: written by the ``systematicity`` task, read by the sweep.
+"""The progress lines: training's, written by the ``systematicity`` task, and decoding's,
+written by a run while ``fairseq-generate`` works; both read by the sweep.
 
 :class:`TrainingProgress` writes ``progress: epoch k/N | update u/U | E s elapsed | ~L s left |
 last valid seq_acc A`` at least every ``--progress-interval`` seconds of training;
-:func:`parse_progress` and :func:`training_progress` read the elapsed and remaining seconds
-back, and :func:`training_done` whether the training has ended, so the format lives in this
-module alone.
+:func:`decoding_line` is ``progress: decoding LABEL | D/T sentences | E s elapsed | ~L s
+left``.  :func:`parse_progress` and :func:`training_progress` read the elapsed and remaining
+seconds of either back, :func:`parse_decoding` the counts of a decoding line, and
+:func:`training_done` whether the training has ended, so the formats live in this module alone.
 """
 
 from __future__ import annotations
@@ -127,3 +129,27 @@ def training_done(train_log: str | os.PathLike) -> bool:
     tail = _tail(train_log) or ""
     end = tail.rfind(TRAINING_DONE)
     return end >= 0 and end > tail.rfind("progress: ")
+
+
+def decoding_line(label: str, done: int, total: Optional[int], elapsed: float) -> str:
+    """``progress: decoding LABEL | D/T sentences | E s elapsed | ~L s left``: the progress
+    of a ``fairseq-generate`` run (``done`` of ``total`` sentences decoded after ``elapsed``
+    seconds; ``? s left`` until one is done or when the total is unknown).  Its time fields
+    are those of the training line, so :func:`parse_progress` reads both."""
+    left = "?" if not total or done <= 0 else f"~{max(total - done, 0) * elapsed / done:.0f}"
+    return (f"progress: decoding {label} | {done}/{total or '?'} sentences | "
+            f"{elapsed:.0f} s elapsed | {left} s left")
+
+
+#: the counts of :func:`decoding_line`
+DECODING_PATTERN = re.compile(r"progress: decoding (\S+) \| (\d+)/(\d+|\?) sentences")
+
+
+def parse_decoding(text: str) -> Optional[tuple]:
+    """``(label, done, total)`` of the last :func:`decoding_line` in ``text`` (``total`` None
+    when unknown), or None when it has none."""
+    found = DECODING_PATTERN.findall(text)
+    if not found:
+        return None
+    label, done, total = found[-1]
+    return label, int(done), None if total == "?" else int(total)

@@ -8,19 +8,62 @@
 # epochs (the demo reports the last checkpoint); the Transformer at the paper's schedule takes
 # about 4x as long per level on a CPU.
 # Re-running skips levels already finished.  Environment: OUT (default demo), SEED, LEVELS,
-# PRESET, EPOCHS (override the preset's), JOBS (levels trained at once; default on a CPU: one per core),
-# BUILD_ARGS (extra `fairseq-entropy build exp1` arguments, e.g. "--component direction"),
-# BINARIZE_ARGS (extra `fairseq-entropy binarize` arguments, e.g. "--spm-vocab 23 --spm-side source").
+# N (training commands per level, default 6000, the paper's), PRESET, EPOCHS / MAX_UPDATE
+# (override the preset's schedule; MAX_UPDATE=200 makes a minutes-long smoke run), JOBS (levels
+# trained at once; default on a CPU: one per core), BUILD_ARGS (extra `fairseq-entropy build
+# exp1` arguments, e.g. "--component direction"), BINARIZE_ARGS (extra `fairseq-entropy
+# binarize` arguments, e.g. "--spm-vocab 23 --spm-side source").
+# SIGTERM, SIGINT (Ctrl-C) or SIGHUP stops the running step with every process it started
+# (`make demo` passes its SIGTERM on), waits until they have exited and exits 128 + the signal.
 set -euo pipefail
 if [ $# -gt 0 ]; then
-  echo "usage: [OUT=demo] [SEED=1] [LEVELS=0,0.5,1,1.5,2,2.5,3] [PRESET=...] [EPOCHS=E] [JOBS=J]" \
-       "[BUILD_ARGS=...] [BINARIZE_ARGS=...] $0" >&2
+  echo "usage: [OUT=demo] [SEED=1] [LEVELS=0,0.5,1,1.5,2,2.5,3] [N=6000] [PRESET=...] [EPOCHS=E]" \
+       "[MAX_UPDATE=U] [JOBS=J] [BUILD_ARGS=...] [BINARIZE_ARGS=...] $0" >&2
   echo "  (no arguments: settings come from the environment variables above)" >&2
   exit 2
 fi
+# Each long step runs as a background job in a process group of its own (set -m), waited for
+# with `wait`, which a signal interrupts (a foreground command would delay the trap until it
+# ends): the trap stops the job's whole group, also the levels xargs would still launch.
+set -m
+job=
+group_alive() {  # a live (not zombie) process in process group $1
+  ps -eo pgid=,stat= | awk -v g="$1" '$1 == g && $2 !~ /^Z/ {found = 1} END {exit !found}'
+}
+stop() {
+  trap - TERM INT HUP
+  if [ -n "$job" ]; then
+    kill -TERM -- "-$job" 2>/dev/null || true
+    waited=0
+    while group_alive "$job"; do
+      sleep 0.2; waited=$((waited + 1))
+      if [ "$waited" = 300 ]; then kill -KILL -- "-$job" 2>/dev/null || true; fi
+    done
+  fi
+  echo "quickstart: stopped by signal $1; every process it started has exited." \
+       "Fix: run the same command again to resume (finished levels are skipped)" >&2
+  exit $((128 + $1))
+}
+trap 'stop 15' TERM
+trap 'stop 2' INT
+trap 'stop 1' HUP
+step() {  # run "$@" as the current job and wait for it
+  "$@" &
+  job=$!
+  wait "$job"
+}
 here=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-demo}
 seed=${SEED:-1}
+case "${N:-6000}" in
+  ''|*[!0-9]*|0) echo "N=${N:-}: expected a positive whole number of training commands." \
+                      "Fix: e.g. N=6000 (the paper's)" >&2; exit 2 ;;
+esac
+case "${MAX_UPDATE:-1}" in
+  *[!0-9]*|0) echo "MAX_UPDATE=${MAX_UPDATE:-}: expected a positive whole number of updates." \
+                   "Fix: e.g. MAX_UPDATE=200, or leave it unset for the preset's schedule" >&2
+              exit 2 ;;
+esac
 if python -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)"; then
   device=gpu; preset=${PRESET:-exp1_transformer_sinusoidal}; levels=${LEVELS:-0,0.5,1,1.5,2,2.5,3}
   echo "GPU found: the paper's schedule ($preset), levels $levels"
@@ -35,7 +78,7 @@ read -ra build_args <<< "${BUILD_ARGS:-}"
 read -ra binarize_args <<< "${BINARIZE_ARGS:-}"
 # levels and runs are named by seed, level and preset only: an OUT made with other build or
 # binarize arguments would be reused silently, so it is refused
-data_args="BUILD_ARGS=${BUILD_ARGS:-} BINARIZE_ARGS=${BINARIZE_ARGS:-}"
+data_args="BUILD_ARGS=${BUILD_ARGS:-} BINARIZE_ARGS=${BINARIZE_ARGS:-}${N:+ N=$N}"
 if [ -f "$out/.data-args" ] && [ "$(cat "$out/.data-args")" != "$data_args" ]; then
   echo "$out was made with $(cat "$out/.data-args"), not $data_args." \
        "Fix: choose another OUT, or the same arguments" >&2
@@ -43,9 +86,10 @@ if [ -f "$out/.data-args" ] && [ "$(cat "$out/.data-args")" != "$data_args" ]; t
 fi
 mkdir -p "$out" && echo "$data_args" > "$out/.data-args"
 if [ ! -f "$out/data-bin/.done-$seed-$levels" ]; then
-  fairseq-entropy build exp1 --out "$out/data/seed$seed" --levels "$levels" --seed "$seed" \
-    "${build_args[@]}"
-  fairseq-entropy binarize "$out/data/seed$seed" --out "$out/data-bin/seed$seed" "${binarize_args[@]}"
+  step fairseq-entropy build exp1 --out "$out/data/seed$seed" --levels "$levels" --seed "$seed" \
+    ${N:+--n "$N"} "${build_args[@]}"
+  step fairseq-entropy binarize "$out/data/seed$seed" --out "$out/data-bin/seed$seed" \
+    "${binarize_args[@]}"
   touch "$out/data-bin/.done-$seed-$levels"
 fi
 
@@ -60,12 +104,13 @@ if [ "$device" = cpu ]; then jobs=${JOBS:-$(nproc)}; threads=1; else jobs=${JOBS
 # the demo reports the last checkpoint, validating every 6 epochs only to show progress;
 # SCORE_BEST=1 validates every epoch and also decodes the best on validation
 valid=(); [ "${SCORE_BEST:-0}" = 0 ] && valid=(--validate-interval 6)
-printf '%s\n' $names | xargs -P "$jobs" -I{} env ${threads:+OMP_NUM_THREADS=$threads} SEED="$seed" \
-  SCORE_BEST="${SCORE_BEST:-0}" \
+schedule=(${EPOCHS:+EPOCHS=$EPOCHS} ${MAX_UPDATE:+MAX_UPDATE=$MAX_UPDATE})
+step xargs -a <(printf '%s\n' $names) -P "$jobs" -I{} env ${threads:+OMP_NUM_THREADS=$threads} \
+  SEED="$seed" SCORE_BEST="${SCORE_BEST:-0}" "${schedule[@]}" \
   "$here/train_level.sh" "$preset" "$out/data-bin/seed$seed/{}" "$out/runs/exp1/$preset/seed$seed/{}" "${valid[@]}"
 
 # 3. table + plot
-fairseq-entropy aggregate "$out/runs" --out "$out/results"
+step fairseq-entropy aggregate "$out/runs" --out "$out/results"
 echo "wall time: $(( $(date +%s) - start )) s"
 echo "data: $out/data  binarized: $out/data-bin  runs (checkpoints, logs, generate output):" \
      "$out/runs  tensorboard: tensorboard --logdir $out/runs"

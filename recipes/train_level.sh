@@ -18,6 +18,8 @@
 # PRESETS (your presets file, added to the packaged ones; PRESET may name one of its presets),
 # USER_DIR (your --user-dir package, which imports fairseq_entropy; given to fairseq-train
 # and fairseq-generate instead of the plugin).
+# DECODE_SAMPLE (a smoke test: decode about this many test sentences with the last
+# checkpoint into RUN_DIR/sample/score.json, marked test_sample; the run stays unfinished).
 # A run whose RUN_DIR/last/score.json exists is skipped; a cut-off run resumes from its
 # checkpoint_last.pt.  The run holds RUN_DIR/.lock (host and PID) while it works: a second
 # launch on the same RUN_DIR exits with status 75 without touching it, a lock left by a dead
@@ -28,7 +30,7 @@ if [ $# -lt 3 ] || [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then
   echo "usage: $0 PRESET LEVEL_DATABIN RUN_DIR [extra fairseq-train args...]" >&2
   echo "  e.g. $0 exp1_transformer_sinusoidal data-bin/exp1/entropy_3.0 runs/exp1/seed1/entropy_3.0" >&2
   echo "  PRESET: a packaged preset (fairseq-entropy train-args lists them) or one of PRESETS" >&2
-  echo "  environment: SEED EPOCHS MAX_UPDATE DEVICE GEN_BATCH VALID_BATCH SCORE_BEST SELECT" >&2
+  echo "  environment: SEED EPOCHS MAX_UPDATE DEVICE GEN_BATCH VALID_BATCH SCORE_BEST SELECT DECODE_SAMPLE" >&2
   echo "    PRESETS=FILE (your presets, added to the packaged ones) USER_DIR=DIR (your --user-dir)" >&2
   exit 2
 fi
@@ -42,6 +44,7 @@ opts=(--seed "${SEED:-1}" --select "${SELECT:-valid}" --gen-batch "${GEN_BATCH:-
 if [ -n "${EPOCHS:-}" ]; then opts+=(--epochs "$EPOCHS"); fi
 if [ -n "${MAX_UPDATE:-}" ]; then opts+=(--max-update "$MAX_UPDATE"); fi
 if [ -n "${DEVICE:-}" ]; then opts+=(--device "$DEVICE"); fi
+if [ -n "${DECODE_SAMPLE:-}" ]; then opts+=(--decode-sample "$DECODE_SAMPLE"); fi
 if [ "${SCORE_BEST:-1}" = 0 ]; then opts+=(--no-score-best); fi
 if [ -n "${PRESETS:-}" ]; then opts+=(--presets "$PRESETS"); fi
 if [ -n "${USER_DIR:-}" ]; then opts+=(--user-dir "$USER_DIR"); fi

@@ -26,6 +26,9 @@ from .report import format_table, write_report
 from .statistics import order_key, spearman, summarize
 
 
+#: the mark of a score of a sample of the test split (``score.json`` field ``test_sample``):
+#: its rows get the experiment ``<experiment>+test-sample``, a curve of their own
+TEST_SAMPLE = "test-sample"
 #: types of the result columns read back from a ``results.tsv`` (the others are strings)
 _RESULT_TYPES = {"n_train": int, "entropy_bits": float, "seed": int, "data_seed": int,
                  "accuracy": float, "updates": int, "epochs": float, "preset_max_update": int,
@@ -82,7 +85,9 @@ def collect_scores(roots: Iterable[str | os.PathLike]) -> List[dict]:
     :data:`GRADED_COLUMNS` (None when the file has no graded metrics) and ``path``, the file
     it came from), sorted by :data:`~.columns.GROUP_COLUMNS`, then seed.  A score of a data
     variant (:func:`.provenance.data_variant`) gets the experiment
-    ``<experiment>+<variant>``, a curve of its own without paper values.  The schedule
+    ``<experiment>+<variant>``, a curve of its own without paper values; so does a score of a
+    sample of the test split (``test_sample`` in its ``score.json``), as
+    ``<experiment>+test-sample``, which is never averaged with full-split scores.  The schedule
     columns come from the score's ``schedule`` record (:func:`.provenance.schedule_label`;
     ``unknown`` for a score written before schedules were recorded).  A root that is a
     ``.tsv`` file is read as an earlier aggregate's ``results.tsv``
@@ -127,6 +132,8 @@ def collect_scores(roots: Iterable[str | os.PathLike]) -> List[dict]:
                        preset_max_update=sched.get("preset_max_update"))
             if rec.get("variant"):
                 row["experiment"] = f"{rec['experiment']}+{rec['variant']}"
+            if rec.get("test_sample"):  # a smoke test's score: never averaged with full ones
+                row["experiment"] = f"{row['experiment']}+{TEST_SAMPLE}"
             rows.append(row)
     if not rows:
         raise ScoreError(f"no score.json under {', '.join(map(str, roots))}")

@@ -14,9 +14,10 @@ Figures, after the paper's:
 * ``fig_<experiment>+<variant>.png``: each data variant (another component class, subword
   tokens; :func:`.provenance.data_variant`), which the paper does not report, on its own.
 
-Each panel shows our mean with its 95% bootstrap CI beside the paper's mean +- std
-(:func:`plot_figure`, which draws every figure).  The overview ``accuracy_vs_entropy.png`` has
-one panel per (figure, curve) of all of them.
+Each panel shows our mean (with its 95% bootstrap CI where a cell has 2 seeds or more) beside
+the paper's mean +- std in grey, the legend under the panel and a caption giving N and the
+checkpoint (:func:`plot_figure`, which draws every figure).  The overview
+``accuracy_vs_entropy.png`` has one panel per (figure, curve) of all of them.
 """
 
 from __future__ import annotations
@@ -114,15 +115,56 @@ def panel_of_figure(cell: dict) -> str:
     return f"{figure_of(cell)}: {cell['model']}"
 
 
+#: colours of the paper's curves (greys, one per N of a panel), never one of ours (C0, C1...)
+PAPER_COLOURS = ("0.35", "0.6", "0.15", "0.75")
+PAPER_MARKERS = ("x", "+", "^", "s")
+
+
+def _seeds_label(counts: Sequence[int], has_ci: bool) -> str:
+    """``3 seeds, 95% CI``, ``1 seed``, ``1-3 seeds per level, 95% CI where >= 2``: the
+    legend's account of our points (a CI only exists over 2 seeds or more)."""
+    if len(counts) == 1:
+        text = f"{counts[0]} seed" + ("s" if counts[0] != 1 else "")
+    else:
+        text = f"{counts[0]}-{counts[-1]} seeds per level"
+    if has_ci:
+        text += ", 95% CI" + ("" if counts[0] >= 2 else " where >= 2")
+    return text
+
+
+def figure_caption(cells: Sequence[dict]) -> str:
+    """The caption under a figure: its training sizes N and checkpoint(s), and what the
+    points and lines are."""
+    # n_train: the cell's recorded training size (Experiment 2's grows with the support)
+    size = [c.get("n_train") or c["train_size"] for c in cells]
+    sizes = sorted({int(n) for n in size if n})
+    unknown = not all(size)
+    if len(sizes) > 3:
+        n_text = f"N = {sizes[0]}-{sizes[-1]} training commands (by level)"
+    elif sizes:
+        n_text = "N = " + ", ".join(str(n) for n in sizes) + " training commands" + (
+            " (and N not recorded)" if unknown else "")
+    else:
+        n_text = "N not recorded"
+    ckpts = sorted({str(c["checkpoint"]) for c in cells})
+    most = max((int(c["n"]) for c in cells), default=0)
+    return (f"{n_text}; {', '.join(ckpts)} checkpoint. Ours: mean over seeds"
+            + (" with its 95% bootstrap CI (2 seeds or more)" if most >= 2 else
+               " (1 seed: no CI)")
+            + "; paper: mean +- std over 5 seeds (grey, dashed, shaded).")
+
+
 def plot_figure(cells: Sequence[dict], paper_rows: Sequence[dict], name: str,
                 path: str | os.PathLike,
                 paper_model: Callable[[str], str] = lambda m: m,
                 panel: Callable[[dict], str] = lambda c: c["model"],
                 title: Optional[str] = None) -> Path:
-    """One PNG (110 dpi): a panel per ``panel(cell)`` (default: per model), our mean with its
-    95% CI (error bars; none when there is no CI) beside the paper's mean +- std (dashed,
-    shaded). ``cells`` are agreement-table rows (:func:`~.statistics.agreement_table`) of one
-    checkpoint, of one figure (:func:`figure_of`, whose title ``name`` gives) or, with
+    """One PNG (110 dpi): a panel per ``panel(cell)`` (default: per model), our mean (solid,
+    coloured, with its 95% CI as error bars where a cell has 2 seeds or more) beside the
+    paper's mean +- std (grey, dashed, shaded), the legend under each panel (never over the
+    data) and a caption (:func:`figure_caption`: N, checkpoint, what is drawn). ``cells``
+    are agreement-table rows (:func:`~.statistics.agreement_table`) of one checkpoint, of
+    one figure (:func:`figure_of`, whose title ``name`` gives) or, with
     ``panel=panel_of_figure`` and a ``title``, of all of them; accuracies are fractions,
     entropies bits.  The one plotting function of the package: every figure of
     :func:`write_report` is drawn by it.
@@ -134,7 +176,7 @@ def plot_figure(cells: Sequence[dict], paper_rows: Sequence[dict], name: str,
     models = sorted({panel(c) for c in cells})
     cols = min(3, len(models))
     rows_ = math.ceil(len(models) / cols)
-    fig, axes = plt.subplots(rows_, cols, figsize=(max(4.6 * cols, 6.4), 3.6 * rows_),
+    fig, axes = plt.subplots(rows_, cols, figsize=(max(4.6 * cols, 6.4), 4.4 * rows_ + 0.5),
                              squeeze=False)
     for ax in axes.flat[len(models):]:
         ax.set_visible(False)
@@ -149,16 +191,17 @@ def plot_figure(cells: Sequence[dict], paper_rows: Sequence[dict], name: str,
                          == (n, schedule)), key=lambda c: c["entropy_bits"])
             xs = [c["entropy_bits"] for c in rs]
             ys = [c["mean"] for c in rs]
-            lo = [c["mean"] - c["ci_low"] if not math.isnan(c["ci_low"]) else 0.0 for c in rs]
-            hi = [c["ci_high"] - c["mean"] if not math.isnan(c["ci_high"]) else 0.0 for c in rs]
+            # a CI only where a cell has 2 seeds or more
+            ci = [int(c["n"]) >= 2 and not math.isnan(c["ci_low"]) for c in rs]
+            lo = [c["mean"] - c["ci_low"] if ok else 0.0 for c, ok in zip(rs, ci)]
+            hi = [c["ci_high"] - c["mean"] if ok else 0.0 for c, ok in zip(rs, ci)]
             label = f"ours (N={n})" if len(sizes) > 1 else "ours"
             if len(schedules) > 1:
                 label += f" [{schedule}]"
             counts = sorted({int(c["n"]) for c in rs})
-            seeds = (f"{counts[0]} seed(s)" if len(counts) == 1
-                     else f"{counts[0]}-{counts[-1]} seeds per level")
-            ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", color=f"C{i}", capsize=3,
-                        label=f"{label}, {seeds}, 95% CI")
+            ax.errorbar(xs, ys, yerr=[lo, hi] if any(ci) else None, marker="o",
+                        color=f"C{i}", capsize=3, linewidth=1.8, zorder=3,
+                        label=f"{label}, {_seeds_label(counts, any(ci))}")
             find = paper_lookup(paper_rows, paper_model)
             ref = [(c["entropy_bits"], find(c["experiment"], model, c["train_size"] or None,
                                             c["entropy_bits"])[0]) for c in rs]
@@ -172,19 +215,25 @@ def plot_figure(cells: Sequence[dict], paper_rows: Sequence[dict], name: str,
                           if p["experiment"] == p0["experiment"] and p["model"] == p0["model"]
                           and p["train_size"] == p0["train_size"])
             px, pm, ps = zip(*full)
-            ax.plot(px, pm, linestyle="--", marker="x", color=f"C{i}", alpha=0.7,
+            grey = PAPER_COLOURS[i % len(PAPER_COLOURS)]
+            ax.plot(px, pm, linestyle="--", marker=PAPER_MARKERS[i % len(PAPER_MARKERS)],
+                    color=grey, linewidth=1.2, zorder=2,
                     label=f"paper{' (N=' + str(n) + ')' if len(sizes) > 1 else ''}, "
-                          "mean +- std")
+                          "mean +- std of 5 seeds")
             ax.fill_between(px, [m - s for m, s in zip(pm, ps)], [m + s for m, s in zip(pm, ps)],
-                            color=f"C{i}", alpha=0.12)
+                            color=grey, alpha=0.15, zorder=1, linewidth=0)
         ax.set_title(panel_name, fontsize=10)
         ax.set_xlabel("entropy (bits)")
         ax.set_ylabel("exact-match accuracy")
         ax.set_ylim(-0.03, 1.03)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="best")
+        # under the panel, outside the axes: the legend never covers a point
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=1,
+                  frameon=False)
     fig.suptitle(title or figure_title(name), fontsize=11)
-    fig.tight_layout()
+    fig.text(0.5, 0.01, figure_caption(cells), ha="center", va="bottom", fontsize=7.5,
+             wrap=True)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
     return _save_png(fig, path, dpi=110)
 
 

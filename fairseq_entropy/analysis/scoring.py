@@ -189,15 +189,25 @@ def split_commands(data_dir: str | os.PathLike, split: str) -> List[str]:
 
 
 def check_sources(samples: Dict[int, Dict[str, str]], commands: Sequence[str],
-                  gen_path: str | os.PathLike, data_dir: str | os.PathLike, split: str) -> None:
+                  gen_path: str | os.PathLike, data_dir: str | os.PathLike, split: str,
+                  sample: bool = False) -> None:
     """Refuse a decode that is not of ``commands``: same number of samples, ids
     ``0 .. len(commands) - 1``, and each ``S-`` line equal to the command of its id.
+
+    Args:
+        sample: the decode is of a sample of the split: any ids of ``0 .. len(commands) - 1``
+            (each ``S-`` line still equal to its command).
 
     Raises:
         ScoreError: naming the first sample that differs and the fix.
     """
     n = len(commands)
-    if len(samples) != n:
+    if sample:
+        outside = [sid for sid in samples if not 0 <= sid < n]
+        if outside:
+            raise ScoreError(f"{gen_path}: sample id {outside[0]} is outside the {split} split "
+                             f"(ids 0..{n - 1}). Fix: pass the --data level that was decoded")
+    elif len(samples) != n:
         raise ScoreError(
             f"{gen_path} holds {len(samples)} samples but the {split} split has {n}. "
             f"Fix: if you decoded another split, pass its name with --split (e.g. --split "
@@ -205,7 +215,7 @@ def check_sources(samples: Dict[int, Dict[str, str]], commands: Sequence[str],
             "--required-batch-size-multiple 1 keeps the last sentences that the default "
             "multiple of 8 drops)")
     last = max(samples)
-    if last != n - 1:
+    if not sample and last != n - 1:
         raise ScoreError(
             f"{gen_path}: sample ids run up to {last} but the {split} split has ids "
             f"0..{n - 1}. Fix: pass the --split (and --data level) that was decoded")
@@ -244,7 +254,7 @@ def graded_summary(rows: Sequence[Scored], metadata: dict) -> dict:
 
 def write_score(gen_path: str | os.PathLike, out_dir: str | os.PathLike,
                 metadata: Optional[dict] = None, data_dir: Optional[str | os.PathLike] = None,
-                split: str = "test", force: bool = False) -> dict:
+                split: str = "test", force: bool = False, sample: bool = False) -> dict:
     """Score ``gen_path`` and write ``examples.tsv`` and ``score.json`` into ``out_dir``.
 
     Args:
@@ -253,6 +263,10 @@ def write_score(gen_path: str | os.PathLike, out_dir: str | os.PathLike,
         data_dir: the decoded level; when given, the output must be a decode of exactly the
             commands of its ``split`` (:func:`check_sources`).
         force: replace an existing ``score.json``.
+        sample: the output decodes a sample of the split: ``score.json`` gets
+            ``test_sample`` = ``{"n": decoded commands, "split_size": commands of the split}``
+            (a score that is not comparable with full-split scores; ``aggregate`` keeps it
+            apart), and the decode may hold any subset of the split's ids.
 
     Raises:
         ScoreError: the output is incomplete (:func:`read_generate_output`), not a decode of
@@ -267,9 +281,14 @@ def write_score(gen_path: str | os.PathLike, out_dir: str | os.PathLike,
     if out.exists() and not out.is_dir():
         raise ScoreError(f"{out} is a file. Fix: --out names a directory")
     rows, summary = score_generate_output(gen_path)
+    commands = None
     if data_dir is not None:
-        check_sources(read_generate_output(gen_path), split_commands(data_dir, split),
-                      gen_path, data_dir, split)
+        commands = split_commands(data_dir, split)
+        check_sources(read_generate_output(gen_path), commands, gen_path, data_dir, split,
+                      sample)
+    if sample:
+        summary["test_sample"] = {"n": len(rows),
+                                  "split_size": None if commands is None else len(commands)}
     summary["graded"] = graded_summary(rows, metadata or {})
     buf = io.StringIO()
     w = csv.writer(buf, delimiter="\t", lineterminator="\n")

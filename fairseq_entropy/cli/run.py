@@ -30,6 +30,11 @@ def _add_options(p) -> None:
                    help="best checkpoint: highest validation seq_acc (scored as 'best'), or "
                         "lowest test loss, the paper authors' selection (scored as "
                         "'test-loss', a diagnostic)")
+    p.add_argument("--decode-sample", type=options.positive_int, metavar="N",
+                   help="smoke test: decode about N test sentences (spread over the "
+                        "lengths) with the last checkpoint into RUN_DIR/sample/score.json, "
+                        "marked test_sample; the run stays unfinished (default: the whole "
+                        "test split)")
     p.add_argument("--presets", help="your presets file, added to the packaged presets.json "
                                      "(its presets may extend packaged ones by name)")
     p.add_argument("--user-dir", help="your --user-dir package (its __init__.py imports "
@@ -78,7 +83,8 @@ def run(args) -> int:
                            epochs=args.epochs, max_update=args.max_update, device=args.device,
                            gen_batch=args.gen_batch, valid_batch=args.valid_batch,
                            score_best=args.score_best, select=args.select, extra_args=extra,
-                           presets=args.presets, user_dir=args.user_dir)
+                           presets=args.presets, user_dir=args.user_dir,
+                           decode_sample=args.decode_sample)
     except RunFailed as e:
         print(str(e), file=sys.stderr, flush=True)
         return 1

@@ -25,26 +25,25 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from . import slurm
 from .grids import Cell
 from .locks import lock_holder
-from .processes import CHILDREN, on_stop_signals
+from .processes import CHILDREN, on_stop_signals, stop_on_signals
 from .sweep import (PROGRESS_INTERVAL_S, CellResult, Progress, last_line, run_cell, scored,
                     write_status)
 
 
-@contextmanager
 def _stop_children_on_signal(pool: ThreadPoolExecutor):
-    """On SIGINT or SIGTERM (main thread only): stop every running cell's process group,
-    drop the cells not yet started, and exit with 128 + the signal number. A stopped cell
-    resumes from its ``checkpoint_last.pt`` when the sweep is run again."""
-    def stop(sig, _frame):
-        CHILDREN.terminate()
+    """On SIGINT or SIGTERM (main thread only): stop every running cell's process group
+    (:func:`~.processes.stop_on_signals`: SIGTERM, SIGKILL after a grace period), drop the
+    cells not yet started, and exit with 128 + the signal number once the running cells'
+    processes have exited. A stopped cell resumes from its ``checkpoint_last.pt`` when the
+    sweep is run again."""
+    def then(sig):
         pool.shutdown(wait=False, cancel_futures=True)
         print(f"sweep: stopped by signal {sig}; running cells were terminated. Fix: run the "
               "same command again to resume them (finished cells are skipped)",
               file=sys.stderr, flush=True)
         raise SystemExit(128 + sig)
 
-    with on_stop_signals(stop):
-        yield
+    return stop_on_signals(CHILDREN, then=then)
 
 
 def run_local(cells: Sequence[Cell], root: str | os.PathLike, slots: Sequence[dict],
@@ -73,7 +72,9 @@ def run_local(cells: Sequence[Cell], root: str | os.PathLike, slots: Sequence[di
                 free.append(slot)
 
     results: Dict[int, CellResult] = {}
-    with ThreadPoolExecutor(max_workers=len(slots)) as pool, _stop_children_on_signal(pool):
+    pool = ThreadPoolExecutor(max_workers=len(slots))
+    # the pool's exit (which waits for the running cells) lies inside the signal handling
+    with _stop_children_on_signal(pool), pool:
         futures = {pool.submit(task, c): i for i, c in enumerate(cells)}
         pending = set(futures)
         last = time.monotonic()

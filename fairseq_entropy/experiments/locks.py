@@ -11,9 +11,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import signal
 import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -21,6 +19,7 @@ from typing import Callable, Optional, Sequence
 
 from ..errors import UserError
 from ..files import pid_alive
+from .processes import GRACE_S, ProcessGroups, Stopping, stop_on_signals
 
 #: exit status of ``fairseq-entropy lock`` and ``fairseq-entropy run`` (and so of
 #: ``train_level.sh``) when the run directory is locked by another process (EX_TEMPFAIL)
@@ -107,13 +106,32 @@ class RunLock:
         return self
 
     def release(self) -> None:
-        """Empty the lock file (a clean release leaves no stale lock) and free the lock."""
+        """Close this process's hold on the lock; free it (and empty the file, so that a clean
+        release leaves no stale lock) unless a child that inherited it still runs.
+
+        The ``flock`` belongs to the open file, which children share when they inherit the
+        descriptor (:meth:`acquire` with ``inheritable``): unlocking it here would free the
+        lock under a child that still works in the directory.  So this only closes the
+        descriptor, then tries the lock on a fresh one: taken, no process holds it any more,
+        and the file is emptied and the lock freed; refused, a child (or a new holder)
+        holds it, and its record is left alone.
+        """
         if self.fd is None:
             return
-        os.ftruncate(self.fd, 0)
-        fcntl.flock(self.fd, fcntl.LOCK_UN)
         os.close(self.fd)
         self.fd = None
+        try:
+            fd = os.open(self.path, os.O_RDWR)
+        except FileNotFoundError:
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return
+        os.ftruncate(fd, 0)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
 
     def __enter__(self):
         return self.acquire()
@@ -122,16 +140,21 @@ class RunLock:
         self.release()
 
 
-def run_locked(directory: str | os.PathLike, command: Sequence[str]) -> int:
+def run_locked(directory: str | os.PathLike, command: Sequence[str],
+               grace_s: float = GRACE_S) -> int:
     """Run ``command`` while holding the :class:`RunLock` of ``directory``.
 
-    The command inherits the lock (its file descriptor) and :data:`LOCK_ENV` names the
-    resolved directory, so that a ``fairseq-entropy run`` on the same directory inside the
-    command knows the lock is held for it.  SIGINT and SIGTERM are passed on to the command.
+    The command runs in a process group of its own and inherits the lock (its file
+    descriptor), so the lock stays held while any process of the command lives, even one
+    left behind by a command that exited or a holder that was killed; :data:`LOCK_ENV`
+    names the resolved directory, so that a ``fairseq-entropy run`` on the same directory
+    inside the command knows the lock is held for it.  SIGINT or SIGTERM stops the command's
+    whole process group (SIGTERM, then SIGKILL after ``grace_s`` seconds), waits until no
+    process of it is left, frees the lock and says so.
 
     Returns:
-        the command's exit status, or :data:`LOCKED_EXIT` when the lock is held elsewhere
-        (the command is then not started).
+        the command's exit status, :data:`LOCKED_EXIT` when the lock is held elsewhere (the
+        command is then not started), or 128 + the signal that stopped it.
     """
     lock = RunLock(directory)
     try:
@@ -140,17 +163,22 @@ def run_locked(directory: str | os.PathLike, command: Sequence[str]) -> int:
         print(f"fairseq-entropy lock: {e}", file=sys.stderr, flush=True)
         return LOCKED_EXIT
     env = dict(os.environ, **{LOCK_ENV: str(Path(directory).resolve())})
+    children = ProcessGroups()
     try:
-        child = subprocess.Popen(list(command), env=env, pass_fds=(lock.fd,))
-        handlers = {s: signal.signal(s, lambda sig, _f: child.send_signal(sig))
-                    for s in (signal.SIGINT, signal.SIGTERM)}
-        try:
-            return child.wait()
-        finally:
-            for s, h in handlers.items():
-                signal.signal(s, h)
+        with stop_on_signals(children, grace_s):
+            try:
+                rc = children.wait(children.start(command, env=env, pass_fds=(lock.fd,)))
+            except Stopping:
+                rc = None
     finally:
         lock.release()
+    if children.stopped_by is not None:
+        sig = children.stopped_by
+        print(f"fairseq-entropy lock: {directory}: stopped by signal {sig}; every process of "
+              "the command has exited and the lock is free. Fix: run the same command again "
+              "to resume", file=sys.stderr, flush=True)
+        return 128 + sig
+    return rc
 
 
 def held_by_parent(directory: str | os.PathLike) -> bool:

@@ -2,7 +2,11 @@
 
 A child in its own group gets no terminal signal directly (Ctrl-C reaches only the parent),
 and one ``killpg`` stops it with every process it started.  The sweep keeps one registry of
-the cells' processes (:data:`CHILDREN`); a run keeps one for its fairseq processes.
+the cells' processes (:data:`CHILDREN`); a run keeps one for its fairseq processes, and
+``fairseq-entropy lock`` one for its command.  All three stop the same way
+(:func:`stop_on_signals`): SIGINT or SIGTERM sends SIGTERM to every group, SIGKILL follows
+after a grace period, and :meth:`ProcessGroups.wait` returns only once no process of the
+child's group is left, so that a parent never exits (or frees a lock) before its children.
 """
 
 from __future__ import annotations
@@ -11,11 +15,14 @@ import os
 import signal
 import subprocess
 import threading
+import time
 from contextlib import contextmanager
 from typing import Callable, Optional, Sequence
 
 #: the signals that stop a run or a sweep
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+#: seconds a child's process group gets to exit after SIGTERM before it is killed
+GRACE_S = 30.0
 
 
 @contextmanager
@@ -61,6 +68,22 @@ class ProcessGroups:
             self.procs.add(p)
             return p
 
+    def wait(self, p: subprocess.Popen) -> int:
+        """Wait for ``p`` to exit and forget it; when the registry is stopping
+        (:meth:`terminate`), wait further until no process of ``p``'s group is left (the
+        SIGKILL of :func:`stop_on_signals` bounds that wait).
+
+        Returns:
+            ``p``'s exit status (negative: the signal that ended it).
+        """
+        try:
+            rc = p.wait()
+            while self.stopping and group_alive(p.pid):
+                time.sleep(0.05)
+        finally:
+            self.done(p)
+        return rc
+
     def done(self, p: subprocess.Popen) -> None:
         """Forget ``p`` (it has exited)."""
         with self.lock:
@@ -81,6 +104,68 @@ class ProcessGroups:
                     os.killpg(p.pid, sig)
                 except ProcessLookupError:
                     pass
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether a process of process group ``pgid`` is alive (zombies, which hold nothing and
+    wait only to be reaped, do not count).  Reads ``/proc`` where there is one, else asks
+    ``killpg(pgid, 0)``."""
+    proc = "/proc"
+    if not os.path.isdir(os.path.join(proc, "self")):
+        try:
+            os.killpg(pgid, 0)
+            return True
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+    for entry in os.listdir(proc):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(os.path.join(proc, entry, "stat"), "rb") as f:
+                stat = f.read()
+        except OSError:  # gone meanwhile
+            continue
+        # pid (comm) state ppid pgrp ...; comm may hold spaces and parentheses
+        fields = stat[stat.rindex(b")") + 2:].split()
+        if fields[0] not in (b"Z", b"X") and int(fields[2]) == pgid:
+            return True
+    return False
+
+
+@contextmanager
+def stop_on_signals(children: ProcessGroups, grace_s: float = GRACE_S,
+                    then: Optional[Callable[[int], None]] = None):
+    """While the block runs, SIGINT or SIGTERM (main thread only) stops ``children``: it
+    records the signal in ``children.stopped_by``, sends SIGTERM to every child's process
+    group, SIGKILL to those left after ``grace_s`` seconds, and then calls ``then(signum)``
+    (which may raise, e.g. to leave the block at once).  The owner waits for its children
+    with :meth:`ProcessGroups.wait`, which returns once their groups are empty.
+
+    Args:
+        children: the registry whose processes are stopped.
+        grace_s: seconds between SIGTERM and SIGKILL.
+        then: called in the signal handler after the children were signalled.
+    """
+    timers = []
+
+    def stop(sig, _frame):
+        children.stopped_by = sig
+        children.terminate(signal.SIGTERM)
+        t = threading.Timer(grace_s, children.terminate, (signal.SIGKILL,))
+        t.daemon = True
+        t.start()
+        timers.append(t)
+        if then is not None:
+            then(sig)
+
+    try:
+        with on_stop_signals(stop):
+            yield
+    finally:
+        for t in timers:
+            t.cancel()
 
 
 #: the processes of a sweep's cells

@@ -36,8 +36,7 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
-from contextlib import contextmanager
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
@@ -46,11 +45,14 @@ from ..analysis.provenance import resolve_provenance
 from ..analysis.scoring import score_lines, write_score
 from ..errors import UserError
 from ..files import check_fairseq_path, read_json
+from ..progress import decoding_line
+from .decoding import (DECODE_PROGRESS_S, SAMPLE_LABEL, count_hypotheses, sample_args,
+                       split_size)
 from .devices import default_device
 from .locks import LockHeld, RunLock, held_by_parent
 from .presets import (PresetError, check_preset, load_presets, own_schedule, train_args,
                       train_args_sha256)
-from .processes import ProcessGroups, Stopping, on_stop_signals
+from .processes import GRACE_S, ProcessGroups, Stopping, stop_on_signals
 
 #: checkpoint selections: name -> (label of the scored best checkpoint, fairseq-train options)
 SELECTIONS = {
@@ -62,8 +64,6 @@ SELECTIONS = {
 #: fairseq-train output lines echoed to the console
 SHOWN = re.compile(r"valid on|progress: |done training|Error")
 _VALID = re.compile(r"(valid on 'valid' subset).*(seq_acc [0-9.]*).*(num_updates [0-9]*).*")
-#: seconds a child gets to exit after SIGTERM before it is killed
-GRACE_S = 30.0
 #: U+2581, the word-start mark of sentencepiece pieces, in UTF-8
 PIECE_MARK = "\u2581".encode()
 
@@ -200,37 +200,21 @@ def subword_data(databin: str | os.PathLike) -> bool:
         return False
 
 
-@contextmanager
 def _stop_on_signal(children: ProcessGroups):
-    """On SIGINT/SIGTERM (main thread only): terminate the children's process groups (killed
-    after :data:`GRACE_S` seconds) and raise :class:`RunStopped` once they exited (at once when
-    none runs)."""
-    timers = []
-
-    def stop(sig, _frame):
-        children.stopped_by = sig
-        children.terminate(signal.SIGTERM)
+    """On SIGINT/SIGTERM (main thread only): stop the children's process groups
+    (:func:`~.processes.stop_on_signals`, killed after :data:`GRACE_S` seconds) and raise
+    :class:`RunStopped` once they exited (at once when none runs)."""
+    def then(sig):
         if not children.running():
             raise RunStopped(sig)
-        t = threading.Timer(GRACE_S, children.terminate, (signal.SIGKILL,))
-        t.daemon = True
-        t.start()
-        timers.append(t)
 
-    try:
-        with on_stop_signals(stop):
-            yield
-    finally:
-        for t in timers:
-            t.cancel()
+    return stop_on_signals(children, GRACE_S, then)
 
 
 def _wait(children: ProcessGroups, p: subprocess.Popen) -> int:
-    """Wait for ``p``; raise :class:`RunStopped` when a signal stopped the run meanwhile."""
-    try:
-        rc = p.wait()
-    finally:
-        children.done(p)
+    """Wait for ``p`` (and, when stopping, for every process of its group); raise
+    :class:`RunStopped` when a signal stopped the run meanwhile."""
+    rc = children.wait(p)
     if children.stopping:
         raise RunStopped(children.stopped_by or signal.SIGTERM)
     return rc
@@ -244,9 +228,10 @@ def _start(children: ProcessGroups, cmd, **kw) -> subprocess.Popen:
 
 
 def _score(run: Path, label: str, checkpoint: str, databin: str, presets: dict, preset: str,
-           model: str, seed: int, out) -> None:
+           model: str, seed: int, out, sample: bool = False) -> None:
     """Score ``RUN/generate-<label>.txt`` into ``RUN/<label>/`` (``score.json``,
-    ``examples.tsv``, replacing an earlier score) with the provenance of
+    ``examples.tsv``, replacing an earlier score; ``sample``: a decode of a sample of the
+    test split by the last checkpoint, marked ``test_sample``) with the provenance of
     ``RUN/checkpoints/<checkpoint>`` (:func:`~fairseq_entropy.analysis.provenance.
     resolve_provenance`), and print :func:`~fairseq_entropy.analysis.scoring.score_lines`.
 
@@ -255,10 +240,13 @@ def _score(run: Path, label: str, checkpoint: str, databin: str, presets: dict, 
             DataFormatError): nothing is written.
     """
     gen = str(run / f"generate-{label}.txt")
-    meta = resolve_provenance(gen, label, presets, path=str(run / "checkpoints" / checkpoint),
-                              data=databin, preset=preset, model=model, seed=seed,
+    # a sample's decode is of the last checkpoint: that is its checkpoint label
+    meta = resolve_provenance(gen, "last" if sample else label, presets,
+                              path=str(run / "checkpoints" / checkpoint), data=databin,
+                              preset=preset, model=model, seed=seed,
                               own_schedule=own_schedule)
-    rec = write_score(gen, str(run / label), meta["meta"], meta["data"], "test", force=True)
+    rec = write_score(gen, str(run / label), meta["meta"], meta["data"], "test", force=True,
+                      sample=sample)
     print(score_lines(rec, "test", run / label), file=out, flush=True)
 
 
@@ -286,17 +274,42 @@ def _train(children: ProcessGroups, cmd: Sequence[str], run: Path, fds: tuple, o
 
 
 def _generate(children: ProcessGroups, cmd: Sequence[str], run: Path, label: str,
-              fds: tuple) -> None:
+              fds: tuple, total: Optional[int] = None, out=None,
+              interval: float = DECODE_PROGRESS_S) -> None:
     """fairseq-generate into ``RUN/generate-<label>.txt``, its log ``generate-<label>.log``.
+
+    Every ``interval`` seconds while it works, a :func:`~fairseq_entropy.progress.
+    decoding_line` (hypotheses written so far, :func:`count_hypotheses`, of ``total``
+    sentences, and the time left) goes to ``out`` as `` [<run name>] <line>`` and is
+    appended to ``RUN/train.log``, where the sweep reads its progress.
 
     Raises:
         RunFailed: a non-zero exit status.
     """
     log = run / f"generate-{label}.log"
-    with open(run / f"generate-{label}.txt", "w") as txt, open(log, "w") as err:
-        rc = _wait(children, _start(children, cmd, stdout=txt, stderr=err, pass_fds=fds))
+    txt_path = run / f"generate-{label}.txt"
+    with open(txt_path, "w") as txt, open(log, "w") as err:
+        p = _start(children, cmd, stdout=txt, stderr=err, pass_fds=fds)
+        start = time.monotonic()
+        while True:
+            try:
+                p.wait(timeout=interval)
+                break
+            except subprocess.TimeoutExpired:
+                line = decoding_line(label, count_hypotheses(txt_path), total,
+                                     time.monotonic() - start)
+                _progress(run, line, out)
+        rc = _wait(children, p)
     if rc != 0:
         raise RunFailed(f"fairseq-generate failed (exit {rc}): see {log}")
+
+
+def _progress(run: Path, line: str, out) -> None:
+    """A progress line to ``out`` (as `` [<run name>] <line>``) and ``RUN/train.log``."""
+    if out is not None:
+        print(f" [{run.name}] {line}", file=out, flush=True)
+    with open(run / "train.log", "a") as log:
+        log.write(line + "\n")
 
 
 def run_level(preset: str, databin: str | os.PathLike, run_dir: str | os.PathLike,
@@ -304,7 +317,8 @@ def run_level(preset: str, databin: str | os.PathLike, run_dir: str | os.PathLik
               device: Optional[str] = None, gen_batch: int = 512, valid_batch: int = 512,
               score_best: bool = True, select: str = "valid", extra_args: Sequence[str] = (),
               presets: Optional[str | os.PathLike] = None,
-              user_dir: Optional[str | os.PathLike] = None, out=None) -> RunResult:
+              user_dir: Optional[str | os.PathLike] = None, out=None,
+              decode_sample: Optional[int] = None) -> RunResult:
     """Train, decode and score one run (see the module docstring for the steps and files).
 
     Args:
@@ -328,6 +342,11 @@ def run_level(preset: str, databin: str | os.PathLike, run_dir: str | os.PathLik
         user_dir: a user's ``--user-dir`` package (:func:`check_user_dir`) given to
             fairseq-train and fairseq-generate instead of this plugin (default: the plugin).
         out: where the console lines go (default: standard output).
+        decode_sample: a smoke test: decode about this many test sentences
+            (:func:`sample_args`) with the last checkpoint only, into
+            ``RUN/generate-sample.txt``, and score them into ``RUN/sample/score.json``,
+            marked ``test_sample``; ``last/score.json`` is not written, so the run is not
+            finished, and a later full run decodes the whole split with the same training.
 
     Returns:
         a :class:`RunResult`; ``locked`` when another live process holds ``RUN_DIR/.lock``.
@@ -377,7 +396,7 @@ def run_level(preset: str, databin: str | os.PathLike, run_dir: str | os.PathLik
             return _run_locked(children, fds, table, preset, str(databin), run,
                                str(run_dir), seed, epochs, max_update, device, gen_batch,
                                valid_batch, score_best, select, extra_args, plugin, out,
-                               expected)
+                               expected, decode_sample)
     finally:
         if lock:
             lock.release()
@@ -385,7 +404,7 @@ def run_level(preset: str, databin: str | os.PathLike, run_dir: str | os.PathLik
 
 def _run_locked(children, fds, presets, preset, databin, run, run_name, seed, epochs, max_update,
                 device, gen_batch, valid_batch, score_best, select, extra_args, plugin, out,
-                expected=None) -> RunResult:
+                expected=None, decode_sample=None) -> RunResult:
     """The steps of :func:`run_level` under the run's lock (``presets``: the loaded presets
     table, which holds ``preset``; ``plugin``: the ``--user-dir`` of fairseq-train and
     fairseq-generate, None for this package)."""
@@ -422,19 +441,30 @@ def _run_locked(children, fds, presets, preset, databin, run, run_name, seed, ep
         _train(children, cmd, run, fds, out)
         trained.touch()
 
+    total = split_size(databin)
+    shard_args, batch, expected = sample_args(total, decode_sample, gen_batch) \
+        if decode_sample else ((), gen_batch, total)
+
     def generate(checkpoint: str, label: str) -> None:
         cmd = [_tool("fairseq-generate"), databin, "--user-dir", plugin, "--task",
                "systematicity", "--source-lang", "in", "--target-lang", "out", "--path",
                str(run / "checkpoints" / checkpoint), *device_args, "--gen-subset", "test",
                "--beam", "1", "--max-len-a", "0", "--max-len-b", max_len,
                *(["--post-process", "sentencepiece"] if subword else []),
-               "--batch-size", str(gen_batch), "--required-batch-size-multiple", "1"]
-        _generate(children, cmd, run, label, fds)
+               "--batch-size", str(batch), "--required-batch-size-multiple", "1", *shard_args]
+        _generate(children, cmd, run, label, fds, expected, out)
 
     def score(label: str, checkpoint: str) -> None:
-        _score(run, label, checkpoint, databin, presets, preset, model, seed, out)
+        _score(run, label, checkpoint, databin, presets, preset, model, seed, out,
+               sample=bool(decode_sample))
 
     ckpts = run / "checkpoints"
+    if decode_sample:
+        generate("checkpoint_last.pt", SAMPLE_LABEL)
+        score(SAMPLE_LABEL, "checkpoint_last.pt")
+        rec = read_json(run / SAMPLE_LABEL / "score.json")
+        return RunResult("done", run_name, float(rec["accuracy"]),
+                         f"a sample of {rec['n']} test sentences (not a finished run)")
     generate("checkpoint_last.pt", "last")
     if score_best:
         best, last = ckpts / "checkpoint_best.pt", ckpts / "checkpoint_last.pt"

@@ -87,11 +87,15 @@ def prepare_data(cell: Cell, root: str | os.PathLike, env: Optional[dict] = None
             steps = [binarize] if (cell.build_dir(root) / cell.level_name /
                                    "manifest.json").exists() else [build, binarize]
             for cmd in steps:
-                res = subprocess.run([sys.executable, "-m", "fairseq_entropy.cli", *cmd[1:]],
-                                     capture_output=True, text=True, env=env)
-                if res.returncode != 0:
-                    raise RuntimeError(f"{' '.join(cmd)} failed (exit {res.returncode}): "
-                                       f"{last_line(res.stderr or res.stdout)}")
+                # a child of the sweep's registry: a stopped sweep stops it too
+                p = CHILDREN.start([sys.executable, "-m", "fairseq_entropy.cli", *cmd[1:]],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                   env=env)
+                stdout, stderr = p.communicate()
+                rc = CHILDREN.wait(p)
+                if rc != 0:
+                    raise RuntimeError(f"{' '.join(cmd)} failed (exit {rc}): "
+                                       f"{last_line(stderr or stdout)}")
     return databin
 
 
@@ -185,10 +189,7 @@ def run_cell(cell: Cell, root: str | os.PathLike, slot: Optional[dict] = None,
         except Stopping:
             return CellResult(cell.name, "failed", "the sweep is stopping",
                               time.monotonic() - start)
-        try:
-            rc = p.wait()
-        finally:
-            CHILDREN.done(p)
+        rc = CHILDREN.wait(p)
     wall = time.monotonic() - start
     tail = last_line(log.read_text().split("=== ")[-1])
     if rc == LOCKED_EXIT:

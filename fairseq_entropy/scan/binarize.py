@@ -126,8 +126,10 @@ def level_dirs(build_dir: str | os.PathLike) -> List[Path]:
     ``train.in``, sorted by name.
 
     Raises:
-        BinarizeError: ``build_dir`` is a file, neither a level nor a build directory, or a
-            build whose manifest lists no levels.
+        BinarizeError: ``build_dir`` is a file, neither a level nor a build directory, a
+            build whose manifest lists no levels, or an interrupted build: a level its
+            manifest plans (``planned_levels``) but does not list, or lists without its
+            directory (names those levels).
         DataFormatError: its ``manifest.json`` is not valid JSON (names the file and line).
     """
     build_dir = Path(build_dir)
@@ -138,10 +140,19 @@ def level_dirs(build_dir: str | os.PathLike) -> List[Path]:
                             "'fairseq-entropy build', or SCAN files with --train/--test")
     manifest = build_dir / "manifest.json"
     if manifest.exists():
-        listed = [build_dir / n for n in read_json(manifest).get("levels", [])]
+        record = read_json(manifest)
+        names = record.get("levels", [])
+        listed = [build_dir / n for n in names]
         if not listed:
             raise BinarizeError(f"{manifest} lists no levels (a build stopped before its first "
                                 "level). Fix: run the same 'fairseq-entropy build' again")
+        missing = [n for n in record.get("planned_levels", []) if n not in names] + \
+            [n for n in names if not (build_dir / n).is_dir()]
+        if missing:
+            raise BinarizeError(f"{build_dir}: level(s) {', '.join(missing)} of this build were "
+                                "never written (the build was interrupted). Fix: run the same "
+                                "'fairseq-entropy build' again (it keeps the finished levels), "
+                                "then binarize")
         return listed
     found = sorted(p for p in build_dir.iterdir() if (p / f"train.{SOURCE_LANG}").exists()) \
         if build_dir.is_dir() else []

@@ -29,6 +29,23 @@ def _json(obj) -> str:
     return json.dumps(obj, indent=2, sort_keys=False) + "\n"
 
 
+#: build manifest field: every level asked of the build so far, written before the first of
+#: them; ``levels`` lists those written, so a level planned but not listed is missing (an
+#: interrupted build).  Not part of the levels' own manifests.
+PLANNED_LEVELS = "planned_levels"
+#: build manifest fields that do not tell two builds apart
+_BOOKKEEPING = ("levels", PLANNED_LEVELS, "package_version")
+
+
+def manifest_differences(old: dict, new: dict) -> list:
+    """How two build manifests differ, one ``field: X there, Y now`` per differing field
+    (bookkeeping fields -- the levels written so far, the package version -- ignored); empty
+    when they are the same build."""
+    keys = sorted((set(old) | set(new)) - set(_BOOKKEEPING))
+    return [f"{k}: {json.dumps(old.get(k))} there, {json.dumps(new.get(k))} now"
+            for k in keys if old.get(k) != new.get(k)]
+
+
 def write_build(out_dir: str | os.PathLike, grammar: Grammar, levels: Sequence[Level],
                 params: dict, force: bool = False) -> Path:
     """Write ``levels`` under ``out_dir`` with a build-level and a per-level ``manifest.json``.
@@ -60,12 +77,12 @@ def write_build(out_dir: str | os.PathLike, grammar: Grammar, levels: Sequence[L
               "grammar": grammar.name, "verbs": list(grammar.verbs), **params}
     if out.exists() and any(not p.name.startswith(".") for p in out.iterdir()):
         if manifest_path.exists():
-            old = read_json(manifest_path)
-            same = {k: v for k, v in old.items() if k not in ("levels", "package_version")} == \
-                {k: v for k, v in record.items() if k not in ("levels", "package_version")}
+            differ = manifest_differences(read_json(manifest_path), record)
+            same = not differ
             if not same and not force:
-                raise BuildError(f"{out} already holds a different build ({manifest_path}). "
-                                 "Fix: choose another --out, or pass --force to replace it")
+                raise BuildError(f"{out} already holds a different build ({manifest_path}): "
+                                 f"{'; '.join(differ)}. Fix: choose another --out, or pass "
+                                 "--force to replace it")
             if not same:
                 shutil.rmtree(out)
         elif not force:
@@ -74,13 +91,16 @@ def write_build(out_dir: str | os.PathLike, grammar: Grammar, levels: Sequence[L
         else:
             shutil.rmtree(out)
     make_parent_dirs(manifest_path)
-    old_levels = []
+    old_levels, planned = [], []
     if manifest_path.exists():
-        old_levels = [n for n in read_json(manifest_path).get("levels", [])
-                      if (out / n).is_dir()]
+        old_manifest = read_json(manifest_path)
+        old_levels = [n for n in old_manifest.get("levels", []) if (out / n).is_dir()]
+        planned = list(old_manifest.get(PLANNED_LEVELS, old_levels))
+    planned += [lv.name for lv in levels if lv.name not in planned]
 
     def write_manifest(names):
-        atomic_write_text(manifest_path, _json({**record, "levels": names}))
+        atomic_write_text(manifest_path, _json({**record, "levels": names,
+                                                PLANNED_LEVELS: planned}))
 
     # the manifest comes first, so that an interrupted build is recognised when re-run
     write_manifest(old_levels)

@@ -1,0 +1,287 @@
+"""Processes end with their parent, and a run's lock outlives none of them: real processes
+(sleep, bash, xargs) under ``fairseq-entropy lock``, ``run``, ``sweep`` and ``quickstart.sh``,
+stopped by SIGTERM."""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+from fairseq_entropy.experiments import locks
+from fairseq_entropy.experiments.processes import group_alive
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def env(**extra):
+    return dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+                OMP_NUM_THREADS="1", **extra)
+
+
+def alive(pid):
+    """Whether ``pid`` runs (a zombie does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+def wait_for(predicate, timeout=30.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def pids_file(path):
+    """The PIDs written one per line to ``path`` so far (a fake command writes them)."""
+    return [int(x) for x in path.read_text().split()] if path.exists() else []
+
+
+def lock_cmd(run, *command):
+    return [sys.executable, "-m", "fairseq_entropy.cli", "lock", str(run), "--", *command]
+
+
+# a command whose processes outlive its first process: bash starts sleep | cat and writes
+# the PIDs of all three, then waits
+PIPELINE = 'sleep 60 | cat & echo $$ >> "$1"; pgrep -P $$ >> "$1"; wait'
+
+
+def test_term_to_lock_stops_the_whole_command_then_frees_the_lock(tmp_path):
+    run, pids = tmp_path / "run", tmp_path / "pids"
+    proc = subprocess.Popen(lock_cmd(run, "bash", "-c", PIPELINE, "x", str(pids)),
+                            stderr=subprocess.PIPE, text=True, env=env())
+    started = wait_for(lambda: len(pids_file(pids)) >= 3 and pids_file(pids), what="pipeline")
+    # held while it runs: a second launch is refused, and runs nothing
+    second = subprocess.run(lock_cmd(run, "touch", str(tmp_path / "ran")),
+                            capture_output=True, text=True, env=env())
+    assert second.returncode == locks.LOCKED_EXIT == 75, second.stderr
+    assert not (tmp_path / "ran").exists()
+    proc.send_signal(signal.SIGTERM)
+    err = proc.communicate(timeout=30)[1]
+    assert proc.returncode == 128 + signal.SIGTERM
+    assert "stopped by signal 15; every process of the command has exited" in err
+    assert "Fix: run the same command again" in err
+    assert not any(alive(p) for p in started)  # sleep and cat too, not only bash
+    assert (run / ".lock").read_text() == ""  # freed cleanly
+    assert locks.run_locked(run, ["touch", str(tmp_path / "ran")]) == 0
+    assert (tmp_path / "ran").exists()
+
+
+def test_a_killed_lock_process_leaves_the_lock_held_while_its_command_lives(tmp_path):
+    run, pids = tmp_path / "run", tmp_path / "pids"
+    proc = subprocess.Popen(lock_cmd(run, "bash", "-c", PIPELINE, "x", str(pids)),
+                            stderr=subprocess.DEVNULL, env=env())
+    started = wait_for(lambda: len(pids_file(pids)) >= 3 and pids_file(pids), what="pipeline")
+    proc.kill()  # SIGKILL: no handler runs, the command is orphaned
+    proc.wait()
+    assert all(alive(p) for p in started)
+    try:
+        second = subprocess.run(lock_cmd(run, "touch", str(tmp_path / "ran")),
+                                capture_output=True, text=True, env=env())
+        assert second.returncode == 75, second.stderr
+        assert f"locked by pid {proc.pid}" in second.stderr
+        assert not (tmp_path / "ran").exists()
+    finally:
+        os.killpg(started[0], signal.SIGKILL)  # the command's own process group
+    wait_for(lambda: not group_alive(started[0]), what="the orphans to exit")
+    assert locks.run_locked(run, ["true"]) == 0  # free once the last of them is gone
+
+
+def test_a_background_process_left_by_a_finished_command_keeps_the_lock(tmp_path):
+    run, pids = tmp_path / "run", tmp_path / "pids"
+    # the command exits at once and leaves sleep running in the background
+    rc = locks.run_locked(run, ["bash", "-c", 'sleep 60 & echo $! > "$0"', str(pids)])
+    assert rc == 0
+    (orphan,) = pids_file(pids)
+    try:
+        assert alive(orphan)
+        assert locks.run_locked(run, ["true"]) == locks.LOCKED_EXIT
+    finally:
+        os.kill(orphan, signal.SIGKILL)
+    wait_for(lambda: not alive(orphan), what="sleep to exit")
+    assert locks.run_locked(run, ["true"]) == 0
+
+
+FAKE_TRAIN = textwrap.dedent("""\
+    #!/usr/bin/env bash
+    # stands in for fairseq-train: a pipeline that ignores nothing and lives 60 s
+    sleep 60 | cat &
+    echo $$ >> "$PIDS"; pgrep -P $$ >> "$PIDS"
+    wait
+    """)
+
+RUN_DRIVER = textwrap.dedent("""\
+    import os, sys
+    from fairseq_entropy.cli import main
+    from fairseq_entropy.experiments import run
+    run._tool = lambda name: os.environ["FAKE_TRAIN"]  # fairseq-train and -generate
+    sys.exit(main(sys.argv[1:]))
+    """)
+
+
+def fake_run_setup(tmp_path):
+    """A fake trainer, a ``fairseq-entropy`` that runs it as fairseq-train (named like the
+    console script, so that importing the package skips fairseq), and a level directory
+    whose index header says 4 training sentences.  Returns (bin dir, databin, run, pids)."""
+    fake = tmp_path / "fake-train"
+    fake.write_text(FAKE_TRAIN)
+    fake.chmod(0o755)
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    driver = bindir / "fairseq-entropy"
+    driver.write_text(f"#!{sys.executable}\n" + RUN_DRIVER)
+    driver.chmod(0o755)
+    databin, run, pids = tmp_path / "databin", tmp_path / "run", tmp_path / "pids"
+    databin.mkdir()
+    # the header of a fairseq mmap index of 4 training sentences: what the preset reads
+    (databin / "train.in-out.in.idx").write_bytes(
+        b"MMIDIDX\x00\x00" + (1).to_bytes(8, "little") + bytes([4]) + (4).to_bytes(8, "little")
+        + bytes(12 * 4))
+    return bindir, databin, run, pids
+
+
+def check_run_stopped(proc, run, pids):
+    started = wait_for(lambda: len(pids_file(pids)) >= 3 and pids_file(pids), what="trainer")
+    assert locks.run_locked(run, ["true"]) == locks.LOCKED_EXIT
+    proc.send_signal(signal.SIGTERM)
+    err = proc.communicate(timeout=30)[1]
+    assert proc.returncode == 143, err
+    assert "stopped by signal 15; its processes were stopped and the lock is free" in err
+    assert not any(alive(p) for p in started)
+    assert (run / ".lock").read_text() == ""
+    assert not (run / "checkpoints" / "trained").exists()
+
+
+def test_term_to_run_stops_the_trainers_group_and_frees_the_lock(tmp_path):
+    bindir, databin, run, pids = fake_run_setup(tmp_path)
+    proc = subprocess.Popen([str(bindir / "fairseq-entropy"), "run", "exp1_cnn", str(databin),
+                             str(run), "--device", "cpu"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True,
+                            env=env(PIDS=str(pids), FAKE_TRAIN=str(tmp_path / "fake-train")))
+    check_run_stopped(proc, run, pids)
+
+
+def test_term_to_train_level_sh_stops_the_trainer_and_frees_the_lock(tmp_path):
+    bindir, databin, run, pids = fake_run_setup(tmp_path)
+    proc = subprocess.Popen(["bash", str(REPO / "recipes" / "train_level.sh"), "exp1_cnn",
+                             str(databin), str(run)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True,
+                            env={**env(PIDS=str(pids), FAKE_TRAIN=str(tmp_path / "fake-train"),
+                                       DEVICE="cpu"),
+                                 "PATH": f"{bindir}{os.pathsep}{env()['PATH']}"})
+    check_run_stopped(proc, run, pids)
+
+
+def fake_quickstart(tmp_path):
+    """A checkout holding quickstart.sh (and the Makefile) beside a fake train_level.sh that
+    logs its run directory and MAX_UPDATE and runs sleep | cat, on data marked as built.
+    Returns (checkout, OUT, the start log, the PIDs file)."""
+    work = tmp_path / "work"
+    recipes = work / "recipes"
+    recipes.mkdir(parents=True)
+    shutil.copy(REPO / "recipes" / "quickstart.sh", recipes)
+    shutil.copy(REPO / "Makefile", work)
+    started_log, pids = tmp_path / "started", tmp_path / "pids"
+    (recipes / "train_level.sh").write_text(textwrap.dedent(f"""\
+        #!/usr/bin/env bash
+        echo "$3 MAX_UPDATE=$MAX_UPDATE" >> {started_log}
+        sleep 60 | cat &
+        echo $$ >> {pids}; pgrep -P $$ >> {pids}
+        wait
+        """))
+    (recipes / "train_level.sh").chmod(0o755)
+    out = tmp_path / "demo"
+    (out / "data-bin").mkdir(parents=True)
+    (out / ".data-args").write_text("BUILD_ARGS= BINARIZE_ARGS= N=50\n")
+    (out / "data-bin" / ".done-1-0,0.5,1").touch()
+    return work, out, started_log, pids
+
+
+QUICK_ENV = dict(LEVELS="0,0.5,1", JOBS="1", N="50", MAX_UPDATE="7", CUDA_VISIBLE_DEVICES="")
+
+
+def check_stopped(proc, out, started_log, pids):
+    started = wait_for(lambda: len(pids_file(pids)) >= 3 and pids_file(pids), what="level 1")
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert "quickstart: stopped by signal 15; every process it started has exited" in err
+    assert not any(alive(p) for p in started)
+    time.sleep(1.0)  # xargs would have launched the next level by now
+    lines = started_log.read_text().splitlines()
+    assert lines == [f"{out}/runs/exp1/exp1_cnn_authors/seed1/entropy_0.0 MAX_UPDATE=7"]
+    return err
+
+
+def test_term_to_quickstart_stops_every_level_and_launches_no_more(tmp_path):
+    work, out, started_log, pids = fake_quickstart(tmp_path)
+    proc = subprocess.Popen(["bash", str(work / "recipes" / "quickstart.sh")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env(OUT=str(out), **QUICK_ENV))
+    err = check_stopped(proc, out, started_log, pids)
+    assert proc.returncode == 143, err
+
+
+def test_term_to_make_demo_stops_every_level(tmp_path):
+    work, out, started_log, pids = fake_quickstart(tmp_path)
+    # a venv marked as installed (its stamp newer than setup.py & co); its empty bin/ goes
+    # first on make's PATH, and the tools come from this Python's environment after it
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    for f in ("setup.py", "requirements.txt", "constraints.txt"):
+        (work / f).touch()
+        os.utime(work / f, (0, 0))
+    (venv / ".fairseq-entropy-installed").touch()
+    proc = subprocess.Popen(["make", "-s", "demo", f"VENV={venv}"], cwd=work,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env(OUT=str(out), **QUICK_ENV))
+    err = check_stopped(proc, out, started_log, pids)
+    assert proc.returncode != 0, err
+
+
+def test_quickstart_refuses_a_bad_n_or_max_update(tmp_path):
+    for setting in ({"N": "-5"}, {"N": "lots"}, {"MAX_UPDATE": "0"}):
+        res = subprocess.run(["bash", str(REPO / "recipes" / "quickstart.sh")],
+                             capture_output=True, text=True,
+                             env=env(OUT=str(tmp_path / "demo"), **setting))
+        (name, value), = setting.items()
+        assert res.returncode == 2
+        assert res.stderr.startswith(f"{name}={value}: expected a positive whole number")
+        assert "Fix: " in res.stderr
+        assert not (tmp_path / "demo").exists()
+
+
+def test_term_to_a_local_sweep_stops_its_cells_and_starts_no_more(tmp_path):
+    from fairseq_entropy.experiments.grids import load_grid
+
+    grid = tmp_path / "two.toml"
+    grid.write_text('experiment = "exp1"\npresets = ["exp1_cnn"]\nlevels = [3]\n'
+                    'seeds = [5, 6]\nn = [320]\nschedule = {max_update = 80}\n')
+    root, started_log, pids = tmp_path / "root", tmp_path / "started", tmp_path / "pids"
+    for cell in load_grid(grid).cells():  # data marked as binarized: no build runs
+        cell.databin(root).mkdir(parents=True, exist_ok=True)
+        (cell.databin(root) / "manifest.json").write_text("{}")
+    recipe = tmp_path / "recipe.sh"
+    recipe.write_text(f'echo "$3" >> {started_log}\nsleep 60 | cat &\n'
+                      f'echo $$ >> {pids}; pgrep -P $$ >> {pids}\nwait\n')
+    proc = subprocess.Popen([sys.executable, "-m", "fairseq_entropy.cli", "sweep", str(grid),
+                             "--root", str(root), "--device", "cpu", "--jobs", "1",
+                             "--recipe", str(recipe)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env())
+    started = wait_for(lambda: len(pids_file(pids)) >= 3 and pids_file(pids), what="cell 1")
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    assert "sweep: stopped by signal 15" in err
+    assert not any(alive(p) for p in started)
+    time.sleep(1.0)
+    assert len(started_log.read_text().splitlines()) == 1  # the second cell never began
