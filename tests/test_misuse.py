@@ -79,8 +79,7 @@ EXTRA = {
     ("sweep", "preset"): ["nope", "exp2_cnn_authors"],
     ("sweep", "seed"): ["7"],
     ("sweep", "level"): ["1.5"],
-    # ("lock", "lock_command"): a command that does not exist is refused with its path and a
-    # fix, but the lock has made RUN_DIR/.lock by then; left to the lock handling's owner
+    ("lock", "lock_command"): ["/nonexistent/command", "nosuch-program-xyz"],
 }
 
 

@@ -285,3 +285,8 @@ def test_term_to_a_local_sweep_stops_its_cells_and_starts_no_more(tmp_path):
     assert not any(alive(p) for p in started)
     time.sleep(1.0)
     assert len(started_log.read_text().splitlines()) == 1  # the second cell never began
+    # the status file names both cells as cancelled by the stop, for a re-run to resume
+    rows = (root / "sweep-status.tsv").read_text().splitlines()
+    assert rows[0].split("\t")[:2] == ["cell", "status"], rows[0]
+    assert len(rows) == 3 and all(r.split("\t")[1] == "cancelled" for r in rows[1:]), rows
+    assert all("stopped (signal 15)" in r for r in rows[1:]), rows

@@ -107,6 +107,9 @@ def test_options_after_the_positionals_and_extra_args_after_the_dashes(tmp_path,
     assert seen["seed"] == 3 and seen["device"] == "cpu" and seen["score_best"] is False
     assert seen["extra_args"] == ["--lr", "1e-4"] and seen["select"] == "valid"
     assert seen["gen_batch"] == seen["valid_batch"] == 512
+    # extra arguments straight after the positionals, and a `--` among the extra arguments
+    assert cli(["run", "exp1_cnn", "bin", "run", "--", "--lr", "1e-4", "--", "x"]) == 0
+    assert seen["extra_args"] == ["--lr", "1e-4", "--", "x"] and seen["seed"] == 1
     with pytest.raises(SystemExit):
         cli(["run", "exp1_cnn", "bin", "run", "--select", "test"])
 

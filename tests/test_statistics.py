@@ -99,8 +99,9 @@ def test_report_files(tmp_path):
     paths = write_report(rows_of(curves), tmp_path, command="fairseq-entropy aggregate runs")
     summary = (tmp_path / "summary.tsv").read_text().splitlines()
     header = summary[0].split("\t")
-    assert header[:9] == ["experiment", "preset", "n_train", "checkpoint", "level",
-                          "entropy_bits", "mean", "std", "n"]
+    assert header[:12] == ["experiment", "preset", "n_train", "checkpoint", "schedule",
+                           "updates", "preset_max_update", "level", "entropy_bits", "mean",
+                           "std", "n"]
     assert {"ci_low", "ci_high", "paper_mean", "agree"} <= set(header)
     assert len(summary) == 1 + 7
     first = dict(zip(header, summary[1].split("\t")))
@@ -111,7 +112,7 @@ def test_report_files(tmp_path):
     assert "![exp1](fig_exp1.png)" in md and "| exp1 | cnn |" in md
     assert "fairseq-entropy aggregate runs" in md
     curves_tsv = (tmp_path / "curves.tsv").read_text().splitlines()
-    assert len(curves_tsv) == 2 and curves_tsv[1].startswith("exp1\tcnn\t\tlast\t7\t3\t")
+    assert len(curves_tsv) == 2 and curves_tsv[1].startswith("exp1\tcnn\t\tlast\tunknown\t7\t3\t")
 
 
 def test_figure_legend_names_the_seed_count_per_level_when_it_varies(tmp_path, monkeypatch):
@@ -129,9 +130,11 @@ def test_figure_legend_names_the_seed_count_per_level_when_it_varies(tmp_path, m
     monkeypatch.setattr(matplotlib.axes.Axes, "errorbar", spy)
 
     def cell(bits, n, model="cnn"):
-        return {"model": model, "experiment": "exp1", "train_size": 6000, "entropy_bits": bits,
+        return {"model": model, "experiment": "exp1", "train_size": 6000, "checkpoint": "last",
+                "entropy_bits": bits,
                 "mean": bits / 3, "ci_low": math.nan, "ci_high": math.nan, "n": n}
 
     cells = [cell(0.0, 1), cell(1.0, 2), cell(3.0, 1), cell(0.0, 3, "rnn"), cell(3.0, 3, "rnn")]
     assert plot_figure(cells, [], "exp1", tmp_path / "f.png").exists()
-    assert labels == ["ours, 1-2 seeds per level, 95% CI", "ours, 3 seed(s), 95% CI"]
+    # no cell has a CI (ci_low is NaN): the legend claims none
+    assert labels == ["ours, 1-2 seeds per level", "ours, 3 seeds"]

@@ -177,7 +177,7 @@ def dead_pid():
     return p.pid
 
 
-def test_second_launch_is_refused_and_touches_nothing(tmp_path, capsys):
+def test_second_launch_is_refused_and_touches_nothing(tiny_data, tmp_path, capsys):
     run = tmp_path / "run"
     with locks.RunLock(run):
         holder = json.loads((run / ".lock").read_text())
@@ -188,7 +188,8 @@ def test_second_launch_is_refused_and_touches_nothing(tmp_path, capsys):
         assert not (run / "ran").exists()
         # the recipe itself: refused before it trains, decodes or scores anything
         res = subprocess.run(["bash", str(REPO / "recipes" / "train_level.sh"), "exp1_cnn",
-                              str(tmp_path / "no-data"), str(run)], capture_output=True,
+                              str(load_cell(tiny_data).databin(tiny_data)), str(run)],
+                             capture_output=True,
                              text=True, env=env(DEVICE="cpu"))
         assert res.returncode == 75, res.stderr
         assert "is locked by pid" in res.stderr

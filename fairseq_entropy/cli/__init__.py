@@ -79,7 +79,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of ``fairseq-entropy``; returns the exit status (2 on a user error)."""
     quiet_libraries()
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # `run`'s extra fairseq-train arguments follow the first `--`; they are split off before
+    # parsing, since argparse drops a `--` that directly follows the positionals
+    extra = None
+    if argv[:1] == ["run"] and "--" in argv:
+        extra = argv[argv.index("--") + 1:]
+        argv = argv[:argv.index("--")]
     args = parser.parse_args(argv)
+    args.fairseq_extra = extra
     try:
         status = COMMANDS[args.command].run(args)
     except UserError as e:

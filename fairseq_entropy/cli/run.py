@@ -60,10 +60,13 @@ def add_parser(sub) -> None:
 
 def _split_rest(args) -> list:
     """Options given after the positionals are parsed here (argparse leaves them in the
-    remainder); what follows ``--`` is returned as the extra fairseq-train arguments."""
+    remainder); what follows ``--`` (split off by :func:`~fairseq_entropy.cli.main` as
+    ``args.fairseq_extra``) is returned as the extra fairseq-train arguments."""
     rest = list(args.rest)
     before, extra = (rest[:rest.index("--")], rest[rest.index("--") + 1:]) if "--" in rest \
         else (rest, [])
+    if getattr(args, "fairseq_extra", None) is not None:
+        extra = list(args.fairseq_extra)
     if before:
         p = options.Parser(prog="fairseq-entropy run", usage=USAGE, add_help=False)
         _add_options(p)

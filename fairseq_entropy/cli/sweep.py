@@ -93,8 +93,16 @@ def run(args) -> None:
         print(executors.nothing_left(known))
         ran = []
     elif args.executor == "local":
+        def on_stop(sig, outcomes):  # the status file of a stopped sweep
+            reason = f"the sweep was stopped (signal {sig}) before this cell finished: re-run " \
+                     "to resume"
+            sweep.write_status([known.get(i) or outcomes[todo.index(i)] or
+                                sweep.CellResult(c.name, "cancelled", reason)
+                                for i, c in enumerate(cells)], status_path)
+
         ran = executors.run_local(chosen, root, slots,
-                                  lambda c, s: sweep.run_cell(c, root, s, args.recipe))
+                                  lambda c, s: sweep.run_cell(c, root, s, args.recipe),
+                                  on_stop=on_stop)
     else:
         cluster = {"slurm": "slurm", "submitit-local": "local",
                    "submitit-debug": "debug"}[args.executor]

@@ -30,14 +30,17 @@ from .sweep import (PROGRESS_INTERVAL_S, CellResult, Progress, last_line, run_ce
                     write_status)
 
 
-def _stop_children_on_signal(pool: ThreadPoolExecutor):
+def _stop_children_on_signal(pool: ThreadPoolExecutor, on_stop: Optional[Callable] = None):
     """On SIGINT or SIGTERM (main thread only): stop every running cell's process group
     (:func:`~.processes.stop_on_signals`: SIGTERM, SIGKILL after a grace period), drop the
     cells not yet started, and exit with 128 + the signal number once the running cells'
     processes have exited. A stopped cell resumes from its ``checkpoint_last.pt`` when the
-    sweep is run again."""
+    sweep is run again.  ``on_stop(sig)`` runs once the processes have exited, before the
+    exit (the sweep writes its status file there)."""
     def then(sig):
         pool.shutdown(wait=False, cancel_futures=True)
+        if on_stop is not None:
+            on_stop(sig)
         print(f"sweep: stopped by signal {sig}; running cells were terminated. Fix: run the "
               "same command again to resume them (finished cells are skipped)",
               file=sys.stderr, flush=True)
@@ -48,11 +51,16 @@ def _stop_children_on_signal(pool: ThreadPoolExecutor):
 
 def run_local(cells: Sequence[Cell], root: str | os.PathLike, slots: Sequence[dict],
               runner: Callable[[Cell, dict], CellResult] = None,
-              progress: Optional[Progress] = None) -> List[CellResult]:
+              progress: Optional[Progress] = None,
+              on_stop: Optional[Callable[[int, List[Optional[CellResult]]], None]] = None
+              ) -> List[CellResult]:
     """Run cells on this machine, one per slot at a time (:func:`device_slots`).
 
     Args:
         runner: ``runner(cell, slot) -> CellResult`` (default :func:`run_cell` under ``root``).
+        on_stop: called as ``on_stop(signal, outcomes)`` when SIGINT/SIGTERM stopped the
+            sweep, after every running cell's processes exited; ``outcomes[i]`` is cell
+            ``i``'s outcome, None for a cell that did not finish.
     """
     runner = runner or (lambda cell, slot: run_cell(cell, root, slot))
     progress = progress or Progress(len(cells), len(slots))
@@ -74,7 +82,9 @@ def run_local(cells: Sequence[Cell], root: str | os.PathLike, slots: Sequence[di
     results: Dict[int, CellResult] = {}
     pool = ThreadPoolExecutor(max_workers=len(slots))
     # the pool's exit (which waits for the running cells) lies inside the signal handling
-    with _stop_children_on_signal(pool), pool:
+    stopped = None if on_stop is None else \
+        (lambda sig: on_stop(sig, [results.get(i) for i in range(len(cells))]))
+    with _stop_children_on_signal(pool, stopped), pool:
         futures = {pool.submit(task, c): i for i, c in enumerate(cells)}
         pending = set(futures)
         last = time.monotonic()

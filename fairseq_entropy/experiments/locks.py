@@ -11,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shutil
 import socket
 import sys
 import time
@@ -155,7 +156,15 @@ def run_locked(directory: str | os.PathLike, command: Sequence[str],
     Returns:
         the command's exit status, :data:`LOCKED_EXIT` when the lock is held elsewhere (the
         command is then not started), or 128 + the signal that stopped it.
+
+    Raises:
+        UserError: ``command`` names no executable program (checked before the lock is taken,
+            so nothing is written).
     """
+    if not command or shutil.which(command[0]) is None:
+        raise UserError(f"command {command[0] if command else '(none)'}: no such program (not "
+                        "a file that can be run, nor on PATH). Fix: give the program's path or the "
+                        "name of one on PATH after --")
     lock = RunLock(directory)
     try:
         lock.acquire(inheritable=True)
