@@ -181,3 +181,31 @@ def assert_batch_equals_alone(model, d, steps, atol, left_pad_source=True,
             if teacher_forced:
                 tf, _ = model(**alone)
                 assert torch.allclose(tf[0], batch_tf[row, :tf.size(1)], atol=atol)
+
+
+def cut_and_binarize(level: Path, out: Path, every: int = 147) -> Path:
+    """Keep every ``every``-th test command of the built ``level`` (48 of the 7056 exp1 test
+    commands at 147; the same 48 at every exp1 level), record the new test size in its
+    ``manifest.json``, and binarize the level into ``out``."""
+    import json
+
+    from fairseq_entropy.cli import main as cli
+
+    for ext in ("in", "out"):
+        lines = (level / f"test.{ext}").read_text().splitlines()[::every]
+        (level / f"test.{ext}").write_text("\n".join(lines) + "\n")
+    manifest = json.loads((level / "manifest.json").read_text())
+    manifest["sizes"]["test"] = len(lines)
+    (level / "manifest.json").write_text(json.dumps(manifest))
+    assert cli(["binarize", str(level), "--out", str(out)]) == 0
+    return out
+
+
+def tiny_level(build: Path, out: Path, seed: int = 5, n: int = 320, bits: float = 3) -> Path:
+    """Build the exp1 level of ``bits`` (N = ``n``, data seed ``seed``) under ``build`` and
+    binarize it, with 48 test commands (:func:`cut_and_binarize`), into ``out``."""
+    from fairseq_entropy.cli import main as cli
+
+    assert cli(["build", "exp1", "--out", str(build), "--levels", f"{bits:g}", "--n", str(n),
+                "--seed", str(seed)]) == 0
+    return cut_and_binarize(build / f"entropy_{float(bits):.1f}", out)

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from fairseq_entropy.analysis.aggregate import collect_scores
-from fairseq_entropy.cli import main as cli
 from fairseq_entropy.experiments.processes import ProcessGroups
 from fairseq_entropy.experiments.decoding import count_hypotheses, sample_args, split_size
 from fairseq_entropy.experiments.run import _generate, run_level, scored
 from fairseq_entropy.progress import decoding_line, parse_decoding, parse_progress
+from _toy import tiny_level  # noqa: E402
 
 BIN = Path(sys.executable).parent
 
@@ -73,17 +73,7 @@ def test_generate_prints_progress_with_the_sentences_decoded_so_far(tmp_path):
 def databin(tmp_path_factory):
     """One binarized level: 320 training commands, 48 of the 7056 test commands."""
     tmp = tmp_path_factory.mktemp("level")
-    assert cli(["build", "exp1", "--out", str(tmp / "data"), "--levels", "3", "--n", "320",
-                "--seed", "5"]) == 0
-    level = tmp / "data" / "entropy_3.0"
-    for ext in ("in", "out"):
-        lines = (level / f"test.{ext}").read_text().splitlines()[::147]
-        (level / f"test.{ext}").write_text("\n".join(lines) + "\n")
-    manifest = json.loads((level / "manifest.json").read_text())
-    manifest["sizes"]["test"] = 48
-    (level / "manifest.json").write_text(json.dumps(manifest))
-    assert cli(["binarize", str(level), "--out", str(tmp / "bin")]) == 0
-    return tmp / "bin"
+    return tiny_level(tmp / "data", tmp / "bin")
 
 
 def test_a_sample_decode_is_marked_kept_apart_and_leaves_the_run_unfinished(databin,

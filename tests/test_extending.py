@@ -16,6 +16,7 @@ from fairseq_entropy.analysis.provenance import read_checkpoint_info
 from fairseq_entropy.cli import main as cli
 from fairseq_entropy.errors import UserError
 from fairseq_entropy.experiments.grids import GridError, load_grid
+from _toy import cut_and_binarize  # noqa: E402
 
 BIN = Path(sys.executable).parent
 
@@ -146,13 +147,7 @@ def test_own_architecture_and_presets_through_sweep_score_and_aggregate(tmp_path
     assert cli(["build", "exp1", "--out", str(build), "--levels", "3", "--n", "320",
                 "--seed", "5"]) == 0
     level = build / cell.level_name
-    for ext in ("in", "out"):
-        lines = (level / f"test.{ext}").read_text().splitlines()[::147]
-        (level / f"test.{ext}").write_text("\n".join(lines) + "\n")
-    manifest = json.loads((level / "manifest.json").read_text())
-    manifest["sizes"]["test"] = 48
-    (level / "manifest.json").write_text(json.dumps(manifest))
-    assert cli(["binarize", str(level), "--out", str(cell.databin(root))]) == 0
+    cut_and_binarize(level, cell.databin(root))
     capsys.readouterr()
 
     # sweep -> train_level.sh (PRESETS, USER_DIR) -> fairseq-entropy run -> train and decode

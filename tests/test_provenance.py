@@ -20,6 +20,7 @@ from fairseq_entropy.experiments.grids import Cell, Schedule
 from fairseq_entropy.experiments.presets import load_presets, train_args
 from fairseq_entropy.experiments.run import ScheduleChanged, run_level
 from fairseq_entropy.experiments.sweep import run_cell
+from _toy import cut_and_binarize  # noqa: E402
 
 PRESET = "exp1_transformer_sinusoidal"
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "old_checkpoints"
@@ -35,13 +36,7 @@ def build_level(tmp, bits, out):
     test split cut to 48 commands (the same 48 at every level: all exp1 test splits are the
     same commands)."""
     level = tmp / "data" / f"entropy_{float(bits):.1f}"
-    for ext in ("in", "out"):
-        lines = (level / f"test.{ext}").read_text().splitlines()[::147]
-        (level / f"test.{ext}").write_text("\n".join(lines) + "\n")
-    manifest = json.loads((level / "manifest.json").read_text())
-    manifest["sizes"]["test"] = 48
-    (level / "manifest.json").write_text(json.dumps(manifest))
-    assert cli(["binarize", str(level), "--out", str(out)]) == 0
+    cut_and_binarize(level, out)
     return out
 
 

@@ -16,6 +16,7 @@ from fairseq_entropy.experiments.locks import LOCKED_EXIT, RunLock
 from fairseq_entropy.experiments.presets import PresetError
 from fairseq_entropy.experiments.run import (DataDirError, console_line, run_level, scored)
 from fairseq_entropy.files import pid_alive
+from _toy import tiny_level  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -30,17 +31,7 @@ def env(**extra):
 def databin(tmp_path_factory):
     """One binarized level: 320 training commands, 48 of the 7056 test commands."""
     tmp = tmp_path_factory.mktemp("level")
-    assert cli(["build", "exp1", "--out", str(tmp / "data"), "--levels", "3", "--n", "320",
-                "--seed", "5"]) == 0
-    level = tmp / "data" / "entropy_3.0"
-    for ext in ("in", "out"):
-        lines = (level / f"test.{ext}").read_text().splitlines()[::147]
-        (level / f"test.{ext}").write_text("\n".join(lines) + "\n")
-    manifest = json.loads((level / "manifest.json").read_text())
-    manifest["sizes"]["test"] = 48
-    (level / "manifest.json").write_text(json.dumps(manifest))
-    assert cli(["binarize", str(level), "--out", str(tmp / "bin")]) == 0
-    return tmp / "bin"
+    return tiny_level(tmp / "data", tmp / "bin")
 
 
 def test_console_lines_keep_validation_progress_and_errors_only():

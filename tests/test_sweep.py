@@ -17,6 +17,7 @@ from fairseq_entropy.cli import main as cli
 from fairseq_entropy.experiments import devices, executors, locks, sweep
 from fairseq_entropy.experiments.grids import (AUTHORS_SEEDS, Cell, GridError, Schedule,
                                                load_grid)
+from _toy import cut_and_binarize  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 GRIDS = REPO / "recipes" / "experiments"
@@ -337,13 +338,7 @@ def tiny_data(tmp_path_factory):
     assert cli(["build", "exp1", "--out", str(build), "--levels", "3", "--n", "320",
                 "--seed", "5"]) == 0
     level = build / cell.level_name
-    for ext in ("in", "out"):
-        lines = (level / f"test.{ext}").read_text().splitlines()[::147]
-        (level / f"test.{ext}").write_text("\n".join(lines) + "\n")
-    manifest = json.loads((level / "manifest.json").read_text())
-    manifest["sizes"]["test"] = 48
-    (level / "manifest.json").write_text(json.dumps(manifest))
-    assert cli(["binarize", str(level), "--out", str(cell.databin(tmp))]) == 0
+    cut_and_binarize(level, cell.databin(tmp))
     return tmp
 
 

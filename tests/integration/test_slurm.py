@@ -18,6 +18,7 @@ import pytest
 from fairseq_entropy.cli import main as cli
 from fairseq_entropy.experiments.grids import load_grid
 from fairseq_entropy.experiments.slurm import CANCELLED_MESSAGE
+from _toy import cut_and_binarize  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 SCRIPT = HERE / "slurm_cluster.sh"
@@ -66,13 +67,7 @@ def tiny_root(tmp: Path) -> Path:
         assert cli(["build", "exp1", "--out", str(build), "--levels", "3", "--n", "320",
                     "--seed", str(cell.seed)]) == 0
         level = build / cell.level_name
-        for ext in ("in", "out"):
-            lines = (level / f"test.{ext}").read_text().splitlines()[::147]
-            (level / f"test.{ext}").write_text("\n".join(lines) + "\n")
-        manifest = json.loads((level / "manifest.json").read_text())
-        manifest["sizes"]["test"] = 48
-        (level / "manifest.json").write_text(json.dumps(manifest))
-        assert cli(["binarize", str(level), "--out", str(cell.databin(tmp))]) == 0
+        cut_and_binarize(level, cell.databin(tmp))
     return tmp
 
 
