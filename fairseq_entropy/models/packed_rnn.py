@@ -34,6 +34,7 @@ from torch import Tensor
 
 from ..errors import UserError
 from .packed_registry import register_packed
+from ..modules.deferred_grad import Deferred, defer, deferred_baddbmm, deferred_embedding
 from .rnn_seq2seq import RNNSeq2SeqModel, rotate_padding
 
 #: criterion attributes the packed RNN reads (those of ``teacher_forcing_cross_entropy``)
@@ -51,104 +52,8 @@ def _key(name: str) -> str:
     return name.replace(".", "__")
 
 
-class _Deferred:
-    """Gradient contributions to one stacked weight, summed in one product after the loop.
-
-    A recurrent loop multiplies by the same weights at every step; autograd would form a
-    full-size weight gradient per step (an outer product for one row) and add them up.  The
-    steps instead record their inputs and output gradients here, and :class:`_Collect`
-    turns them into the weight's gradient with one grouped product (or one ``index_add``).
-    """
-
-    def __init__(self):
-        self.inputs: List[Tensor] = []
-        self.grads: List[Tensor] = []
-
-
-class _Collect(torch.autograd.Function):
-    """``weight`` -> a view of it whose gradient is the sum of the recorded contributions
-    (plus any gradient from ordinary uses of the view)."""
-
-    @staticmethod
-    def forward(ctx, weight: Tensor, deferred: _Deferred, kind: str):
-        ctx.deferred, ctx.kind, ctx.shape = deferred, kind, weight.shape
-        return weight.view_as(weight)
-
-    @staticmethod
-    def backward(ctx, grad: Tensor):
-        deferred = ctx.deferred
-        if deferred.inputs:
-            inputs = torch.cat(deferred.inputs, dim=1)
-            grads = torch.cat(deferred.grads, dim=1)
-            if ctx.kind == "matmul":  # (G, N, in), (G, N, out) -> (G, in, out)
-                grad = grad + torch.bmm(inputs.transpose(1, 2), grads)
-            else:  # embedding rows: (G, N) flat ids, (G, N, E) -> (G*V, E)
-                flat = grad.flatten(0, 1).index_add(0, inputs.flatten(), grads.flatten(0, 1))
-                grad = flat.view(ctx.shape)
-            deferred.inputs.clear()
-            deferred.grads.clear()
-        return grad, None, None
-
-
-class _DeferredBaddbmm(torch.autograd.Function):
-    """``torch.baddbmm(add, x, weight)`` whose weight gradient is left to :class:`_Collect`."""
-
-    @staticmethod
-    def forward(ctx, add: Tensor, x: Tensor, weight: Tensor, deferred: _Deferred):
-        ctx.save_for_backward(x, weight)
-        ctx.deferred, ctx.add_shape = deferred, add.shape
-        return torch.baddbmm(add, x, weight)
-
-    @staticmethod
-    def backward(ctx, grad: Tensor):
-        x, weight = ctx.saved_tensors
-        ctx.deferred.inputs.append(x)
-        ctx.deferred.grads.append(grad)
-        grad_add = grad.sum_to_size(ctx.add_shape) if ctx.needs_input_grad[0] else None
-        grad_x = torch.bmm(grad, weight.transpose(1, 2)) if ctx.needs_input_grad[1] else None
-        return grad_add, grad_x, None, None
-
-
-class _DeferredEmbedding(torch.autograd.Function):
-    """Rows ``ids`` (``(G, B)`` flat indices) of ``table`` (``(G*V, E)``); the table's
-    gradient is left to :class:`_Collect`."""
-
-    @staticmethod
-    def forward(ctx, ids: Tensor, table: Tensor, deferred: _Deferred):
-        ctx.ids, ctx.deferred = ids, deferred
-        return F.embedding(ids, table)
-
-    @staticmethod
-    def backward(ctx, grad: Tensor):
-        ctx.deferred.inputs.append(ctx.ids)
-        ctx.deferred.grads.append(grad)
-        return None, None, None
-
-
-def _defer(weight: Tensor, kind: str = "matmul") -> Tuple[Tensor, _Deferred]:
-    """A view of ``weight`` for per-step uses (``matmul``: :func:`_baddbmm`; ``embedding``:
-    :func:`_embedding`) whose gradient is summed once by :class:`_Collect`."""
-    deferred = _Deferred()
-    return _Collect.apply(weight, deferred, kind), deferred
-
-
-def _baddbmm(add: Tensor, x: Tensor, weight: Tuple[Tensor, _Deferred]) -> Tensor:
-    """``torch.baddbmm(add, x, weight)`` for a ``weight`` from :func:`_defer`."""
-    if torch.is_grad_enabled():
-        return _DeferredBaddbmm.apply(add, x, *weight)
-    return torch.baddbmm(add, x, weight[0])
-
-
-def _embedding(ids: Tensor, table: Tuple[Tensor, _Deferred]) -> Tensor:
-    """Rows ``ids`` of a ``(G, V, E)`` table from :func:`_defer`; ``ids`` are ``(G, B)`` flat
-    indices into ``(G*V, E)``."""
-    if torch.is_grad_enabled():
-        return _DeferredEmbedding.apply(ids, table[0].flatten(0, 1), table[1])
-    return F.embedding(ids, table[0].flatten(0, 1))
-
-
 def _cell_step(kind: str, gi: Tensor, h: Tensor, c: Optional[Tensor],
-               w_hh: Tuple[Tensor, _Deferred], b_hh: Tensor) -> Tuple[Tensor, Optional[Tensor]]:
+               w_hh: Tuple[Tensor, Deferred], b_hh: Tensor) -> Tuple[Tensor, Optional[Tensor]]:
     """One step of ``K`` groups of recurrent cells (PyTorch's gate equations and order).
 
     Args:
@@ -156,20 +61,20 @@ def _cell_step(kind: str, gi: Tensor, h: Tensor, c: Optional[Tensor],
         gi: ``(G, B, gates*H)`` input projection; it holds ``b_ih`` and, except for GRU
             (whose new gate multiplies ``W_hn h + b_hn`` by the reset gate), ``b_hh`` too.
         h: ``(G, B, H)`` previous state; ``c``: ``(G, B, H)`` LSTM cell state or None.
-        w_hh: ``(G, H, gates*H)`` transposed hidden weights (from :func:`_defer`);
+        w_hh: ``(G, H, gates*H)`` transposed hidden weights (from :func:`defer`);
             ``b_hh``: ``(G, 1, gates*H)``.
     Returns:
         the new ``(h, c)``.
     """
     if kind == "rnn":
-        return torch.tanh(_baddbmm(gi, h, w_hh)), None
+        return torch.tanh(deferred_baddbmm(gi, h, w_hh)), None
     if kind == "gru":
-        gh = _baddbmm(b_hh, h, w_hh)
+        gh = deferred_baddbmm(b_hh, h, w_hh)
         size = h.size(-1)
         r, z = torch.sigmoid(gi[..., :2 * size] + gh[..., :2 * size]).chunk(2, dim=-1)
         n = torch.tanh(torch.addcmul(gi[..., 2 * size:], r, gh[..., 2 * size:]))
         return torch.lerp(n, h, z), None  # (1 - z) * n + z * h
-    gates = _baddbmm(gi, h, w_hh)
+    gates = deferred_baddbmm(gi, h, w_hh)
     i, f, g, o = gates.chunk(4, dim=-1)
     c = torch.addcmul(torch.sigmoid(f) * c, torch.sigmoid(i), torch.tanh(g))
     return torch.sigmoid(o) * torch.tanh(c), c
@@ -335,7 +240,7 @@ class PackedRNNSeq2Seq(nn.Module):
                 return torch.stack([fwd, bwd], dim=1).flatten(0, 1)
 
             w_ih = both("weight_ih").transpose(1, 2)
-            w_hh = _defer(both("weight_hh").transpose(1, 2))
+            w_hh = defer(both("weight_hh").transpose(1, 2))
             b_ih, b_hh = both("bias_ih").unsqueeze(1), both("bias_hh").unsqueeze(1)
             bias_in = b_ih if kind == "gru" else b_ih + b_hh
             inputs = torch.stack([x, x_rev], dim=1).view(2 * runs, rows * length, -1)
@@ -412,20 +317,20 @@ class PackedRNNSeq2Seq(nn.Module):
                              w("decoder.attention.key_proj.weight").transpose(1, 2))
         keys = keys.view(runs, rows, length, -1)
         attention = keys.size(-1)
-        w_query = _defer(w("decoder.attention.query_proj.weight").transpose(1, 2))
+        w_query = defer(w("decoder.attention.query_proj.weight").transpose(1, 2))
         w_score = w("decoder.attention.v.weight").transpose(1, 2)
         src_steps = torch.arange(length, device=device).view(1, 1, length)
         mask_bias = enc.new_zeros(runs, rows, length).masked_fill(
             src_steps >= batch["src_len"].unsqueeze(-1), float("-inf")).view(runs, -1, 1)
         values = enc.reshape(runs * rows, length, width)
-        w_ih = _defer(w("decoder.cell.weight_ih").transpose(1, 2))
-        w_hh = _defer(w("decoder.cell.weight_hh").transpose(1, 2))
+        w_ih = defer(w("decoder.cell.weight_ih").transpose(1, 2))
+        w_hh = defer(w("decoder.cell.weight_hh").transpose(1, 2))
         b_ih = w("decoder.cell.bias_ih").unsqueeze(1)
         b_hh = w("decoder.cell.bias_hh").unsqueeze(1)
         bias_in = b_ih if self.cell_type == "gru" else b_ih + b_hh
-        w_out = _defer(w("decoder.output_projection.weight").transpose(1, 2))
+        w_out = defer(w("decoder.output_projection.weight").transpose(1, 2))
         b_out = w("decoder.output_projection.bias").unsqueeze(1)
-        table = _defer(w("decoder.embed_tokens.weight"), "embedding")
+        table = defer(w("decoder.embed_tokens.weight"), "embedding")
         no_query_bias = enc.new_zeros(1, 1, 1)
         offsets = (torch.arange(runs, device=device) * self.tgt_vocab).view(runs, 1)
         no_pad = self._no_pad(enc)
@@ -437,17 +342,17 @@ class PackedRNNSeq2Seq(nn.Module):
         tokens = gold[:, :, 0]
         outputs = []
         for t in range(steps):
-            embedded = F.dropout(_embedding(tokens + offsets, table), self.p_decoder,
+            embedded = F.dropout(deferred_embedding(tokens + offsets, table), self.p_decoder,
                                  self.training)
-            query = _baddbmm(no_query_bias, h, w_query).unsqueeze(2)
+            query = deferred_baddbmm(no_query_bias, h, w_query).unsqueeze(2)
             scores = torch.baddbmm(mask_bias, torch.tanh(keys + query).view(runs, -1, attention),
                                    w_score)
             weights = torch.softmax(scores.view(runs * rows, 1, length), dim=-1)
             context = torch.bmm(weights, values).view(runs, rows, width)
-            gi = _baddbmm(bias_in, torch.cat([embedded, context], dim=-1), w_ih)
+            gi = deferred_baddbmm(bias_in, torch.cat([embedded, context], dim=-1), w_ih)
             h, c = _cell_step(self.cell_type, gi, h, c, w_hh, b_hh)
             features = F.dropout(torch.cat([h, context], dim=-1), self.p_decoder, self.training)
-            lprobs = torch.log_softmax(_baddbmm(b_out, features, w_out), dim=-1)
+            lprobs = torch.log_softmax(deferred_baddbmm(b_out, features, w_out), dim=-1)
             outputs.append(lprobs)
             if t + 1 == steps:
                 break
