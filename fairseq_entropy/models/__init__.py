@@ -6,3 +6,4 @@ from . import rnn_seq2seq  # noqa: F401
 from . import cnn_archs  # noqa: F401
 from . import equivariant_seq2seq  # noqa: F401
 from . import scan_cnn  # noqa: F401
+from . import packed_rnn  # noqa: F401  (registers the packed RNN)
