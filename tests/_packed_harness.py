@@ -8,8 +8,7 @@ from pathlib import Path
 import torch
 
 import fairseq_entropy
-from fairseq_entropy.scan.binarize import binarize_level
-from fairseq_entropy.scan.datafiles import Example, write_pair
+from fairseq_entropy.scan.dictionary import write_dictionary
 from fairseq_entropy.scan.grammar import Grammar
 
 USER_DIR = os.path.dirname(fairseq_entropy.__file__)
@@ -17,21 +16,39 @@ USER_DIR = os.path.dirname(fairseq_entropy.__file__)
 
 def write_levels(root: Path, n: int, count: int):
     """``count`` levels of ``n`` two-clause commands each (disjoint slices of the paper
-    grammar's commands, so that the levels' data differ), binarized; returns their dirs."""
+    grammar's commands, so that the levels' data differ), binarized in this process with the
+    grammar's fixed dictionary (as ``fairseq-entropy binarize`` does, without its
+    fairseq-preprocess subprocesses), each with a small manifest; returns their dirs."""
+    from fairseq.data import indexed_dataset
+
+    from fairseq_entropy.data import SymbolDictionary
+
     grammar = Grammar.paper()
-    commands = []
+    pairs = []
     for c in grammar.commands(one_clause=False):
-        commands.append(Example(str(c), " ".join(grammar.interpret(c))))
-        if len(commands) == n * count:
+        pairs.append((str(c), " ".join(grammar.interpret(c))))
+        if len(pairs) == n * count:
             break
     out = []
     for i in range(count):
-        raw = root / f"raw{i}"
-        raw.mkdir(parents=True)
-        part = commands[i * n:(i + 1) * n]
+        dest = root / f"bin{i}"
+        dest.mkdir(parents=True)
+        for side in ("in", "out"):
+            write_dictionary(dest / f"dict.{side}.txt", grammar)
+        d = SymbolDictionary.load(str(dest / "dict.in.txt"))
+        part = pairs[i * n:(i + 1) * n]
         for split in ("train", "valid", "test"):
-            write_pair(raw / split, part)
-        out.append(binarize_level(raw, root / f"bin{i}", grammar))
+            for side, col in (("in", 0), ("out", 1)):
+                prefix = str(dest / f"{split}.in-out.{side}")
+                builder = indexed_dataset.make_builder(prefix + ".bin", "mmap",
+                                                       vocab_size=len(d))
+                for pair in part:
+                    builder.add_item(d.encode_line(pair[col], add_if_not_exist=False))
+                builder.finalize(prefix + ".idx")
+        (dest / "manifest.json").write_text(json.dumps(
+            {"experiment": "exp1", "level": f"level{i}", "seed": i,
+             "sizes": {"train": n}}))
+        out.append(dest)
     return out
 
 
