@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _packed_harness import (common_args, fairseq_train, load_model,  # noqa: E402
                              write_levels, write_pack_dir)
 
+from fairseq_entropy.cli import main  # noqa: E402
 from fairseq_entropy.data import exact_match  # noqa: E402
 from fairseq_entropy.tasks.packed import clip_runs  # noqa: E402
 from fairseq_entropy.tasks.packed_runs import PackError, read_pack, unpack  # noqa: E402
@@ -187,8 +188,10 @@ def validated_pack(levels, tmp_path_factory):
 def test_unpacked_checkpoints_decode_as_the_packed_model(validated_pack):
     root, pack, args = validated_pack
     fairseq_train([*args, *common_args(root / "packed", 12, 8)])
-    written = unpack(str(root / "packed" / "checkpoint_last.pt"))
-    assert len(written) == 6  # last and best of every run
+    assert main(["unpack", str(root / "packed")]) == 0
+    for k in range(3):  # last and best of every run
+        for name in ("checkpoint_last.pt", "checkpoint_best.pt"):
+            assert (root / f"run{k}" / "checkpoints" / name).is_file()
     state = load_model(root / "packed" / "checkpoint_last.pt")
     from fairseq import checkpoint_utils
 
@@ -243,3 +246,15 @@ def test_pack_description_errors_name_the_file_and_the_fix(tmp_path):
     (tmp_path / "pack.json").write_text('{"runs": [{"data": "x", "seed": "1"}]}')
     with pytest.raises(PackError, match=r"run 0 .*Fix:"):
         read_pack(str(tmp_path))
+
+
+def test_pack_command_writes_the_description_and_unpack_refuses_a_missing_pack(
+        levels, tmp_path, capsys):
+    assert main(["pack", str(tmp_path / "p"), "--run", str(levels[0]), "4", "r0",
+                 "--run", str(levels[1]), "9", "r1"]) == 0
+    runs = read_pack(str(tmp_path / "p"))
+    assert [(r["data"], r["seed"]) for r in runs] == [(str(levels[0]), 4), (str(levels[1]), 9)]
+    assert main(["pack", str(tmp_path / "q"), "--run", str(tmp_path), "1", "r"]) == 2
+    assert main(["unpack", str(tmp_path / "none")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all("Fix:" in line for line in err)
