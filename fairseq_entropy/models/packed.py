@@ -21,7 +21,8 @@ stacked parameters (the optimizer's), K ordinary models for validation and decod
 """
 
 import copy
-from typing import Dict, List, Optional
+import types
+from typing import Callable, Dict, List, Optional
 
 import torch
 import torch.nn as nn
@@ -41,6 +42,21 @@ from .packed_registry import PACKED_IMPLEMENTATIONS
 
 class PackedError(UserError, ValueError):
     """A pack that cannot be trained as packed runs (criterion, shapes, runs)."""
+
+
+#: module class -> a forward written for vmap, bound to that module in the vmapped copy
+VMAP_FORWARDS: Dict[type, Callable] = {}
+
+
+def register_vmap_forward(module_cls: type) -> Callable[[Callable], Callable]:
+    """Decorator: use the decorated function as the ``forward`` of every ``module_cls``
+    submodule of the model that :class:`VmapPacked` runs under vmap (for modules whose own
+    forward has data-dependent control flow or functions vmap cannot run)."""
+    def decorator(fn: Callable) -> Callable:
+        VMAP_FORWARDS[module_cls] = fn
+        return fn
+
+    return decorator
 
 
 def packed_implementation(model: nn.Module) -> type:
@@ -71,6 +87,23 @@ def _criterion_kind(criterion) -> str:
         f"packed runs: criterion {type(criterion).__name__} (with these options) has no packed "
         "loss. Fix: use --criterion cross_entropy, label_smoothed_cross_entropy or "
         "teacher_forcing_cross_entropy with --teacher-forcing-ratio 1")
+
+
+def _copy_model(model: nn.Module) -> nn.Module:
+    """``copy.deepcopy(model)``, also for modules holding computed (non-leaf) tensors as plain
+    attributes, such as ``torch.nn.utils.weight_norm``'s weight (copied detached; the module
+    recomputes it before every forward)."""
+    saved = []
+    for module in model.modules():
+        for key, value in list(vars(module).items()):
+            if torch.is_tensor(value) and value.grad_fn is not None:
+                saved.append((module, key, value))
+                module.__dict__[key] = value.detach()
+    try:
+        return copy.deepcopy(model)
+    finally:
+        for module, key, value in saved:
+            module.__dict__[key] = value
 
 
 def _pad_to(t: Tensor, rows: int, cols: int, pad: int, left: bool, fill_row: Optional[Tensor]
@@ -110,7 +143,11 @@ class VmapPacked(nn.Module):
             self.register_parameter(name.replace(".", "__"), nn.Parameter(value))
         self.__dict__["models"] = list(models)
         # the module functional_call runs (its own parameters are never read)
-        self.__dict__["base"] = copy.deepcopy(models[0])
+        self.__dict__["base"] = _copy_model(models[0])
+        for module in self.base.modules():
+            forward = VMAP_FORWARDS.get(type(module))
+            if forward is not None:
+                module.forward = types.MethodType(forward, module)
 
     @property
     def k(self) -> int:
