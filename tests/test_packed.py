@@ -3,9 +3,10 @@ would have been alone.
 
 Tolerance of the equivalence tests: after 20 AdamW updates with dropout 0, every parameter of
 a packed run is within ``1e-4 * max|p| + 1e-6`` of the run trained alone (per tensor), and the
-log-probabilities of the two models on a batch agree within 1e-4.  Bit equality is not
-expected: the packed forward runs the K runs' batches padded to one shape through batched
-kernels (vmap), which sum in another order (measured: gradients within ~1e-7 relative).
+log-probabilities of the two models on a batch agree within ``1e-4 + 1e-4 |value|``.  Bit
+equality is not expected: the packed forward runs the K runs' batches padded to one shape
+through batched kernels (vmap), which sum in another order (measured: gradients within
+~1e-7 relative).
 Adam divides each update by the gradient's running RMS, so where a gradient is nearly 0 its
 rounding moves the parameter by up to ~lr per update: parameters whose gradient is exactly 0
 in exact arithmetic (biases whose only effect is a constant added to all attention scores of
@@ -115,7 +116,8 @@ def assert_same_run(alone_path, packed_path, levels_dir):
         la = model_a.get_normalized_probs(model_a(**sample["net_input"]), log_probs=True)
         lb = model_b.get_normalized_probs(model_b(**sample["net_input"]), log_probs=True)
     real = sample["target"].ne(task.target_dictionary.pad())
-    assert torch.allclose(la[real], lb[real], atol=1e-4, rtol=0)
+    assert torch.allclose(la[real], lb[real], atol=1e-4, rtol=1e-4), \
+        float((la[real] - lb[real]).abs().max())
 
 
 @pytest.mark.parametrize("arch", list(ARCHS))

@@ -89,6 +89,23 @@ def _criterion_kind(criterion) -> str:
         "teacher_forcing_cross_entropy with --teacher-forcing-ratio 1")
 
 
+def _common_rows(tokens: List[Tensor], pad: int) -> Tensor:
+    """Per run, the indices of its real tokens in the flattened ``[B * T]`` batch, then
+    repeats of its first pad position up to the runs' largest count: ``[K, n]`` (the rows of
+    :func:`~fairseq_entropy.modules.packing.all_rows`; every run with fewer real tokens than
+    n has a pad position, since all runs share one padded shape)."""
+    real = [t.reshape(-1).ne(pad) for t in tokens]
+    n = max(int(r.sum()) for r in real)
+    out = []
+    for r in real:
+        idx = r.nonzero().squeeze(1)
+        if idx.numel() < n:
+            filler = (~r).nonzero()[0]
+            idx = torch.cat([idx, filler.expand(n - idx.numel())])
+        out.append(idx)
+    return torch.stack(out)
+
+
 def _copy_model(model: nn.Module) -> nn.Module:
     """``copy.deepcopy(model)``, also for modules holding computed (non-leaf) tensors as plain
     attributes, such as ``torch.nn.utils.weight_norm``'s weight (copied detached; the module
@@ -212,15 +229,20 @@ class VmapPacked(nn.Module):
         src, lengths, prev, target = [], [], [], []
         for k in present:
             net = samples[k]["net_input"]
+            b = net["src_tokens"].size(0)
+            # extra rows: the run's shortest source and a one-token decoder input, whose
+            # all-pad target puts nothing in the loss
+            short = int(net["src_lengths"].argmin())
             s = _pad_to(net["src_tokens"], rows, src_len, pad, left, None)
-            s[net["src_tokens"].size(0):] = s[0]
+            s[b:] = s[short]
             src.append(s)
             n = net["src_lengths"]
-            lengths.append(torch.cat([n, n[:1].expand(rows - n.size(0))]))
+            lengths.append(torch.cat([n, n[short:short + 1].expand(rows - b)]))
             p = _pad_to(net["prev_output_tokens"], rows, tgt_len, pad, False, None)
-            p[net["prev_output_tokens"].size(0):] = p[0]
+            p[b:, 0] = p[0, 0]
             prev.append(p)
             target.append(_pad_to(samples[k]["target"], rows, tgt_len, pad, False, None))
+        src_rows, prev_rows = _common_rows(src, pad), _common_rows(prev, pad)
         stacked = self.stacked()
         params = {name: value[present] if len(present) < self.k else value
                   for name, value in stacked.items()}
@@ -229,8 +251,10 @@ class VmapPacked(nn.Module):
         base.train(self.training)
         eps = float(getattr(criterion, "eps", 0.0))
 
-        def one(p, src_tokens, src_lengths, prev_tokens, tgt):
-            out = functional_call(base, (p, buffers), (src_tokens, src_lengths, prev_tokens))
+        def one(p, src_tokens, src_lengths, prev_tokens, tgt, src_r, prev_r):
+            with all_rows({id(src_tokens): src_r, id(prev_tokens): prev_r}):
+                out = functional_call(base, (p, buffers), (src_tokens, src_lengths,
+                                                           prev_tokens))
             lprobs = base.get_normalized_probs(out, log_probs=True)
             flat = lprobs.view(-1, lprobs.size(-1))
             if kind == "smoothed":
@@ -240,10 +264,9 @@ class VmapPacked(nn.Module):
                 nll = loss
             return loss, nll, lprobs.argmax(dim=-1)
 
-        with all_rows():
-            loss, nll, pred = vmap(one, randomness="different")(
-                params, torch.stack(src), torch.stack(lengths), torch.stack(prev),
-                torch.stack(target))
+        loss, nll, pred = vmap(one, randomness="different")(
+            params, torch.stack(src), torch.stack(lengths), torch.stack(prev),
+            torch.stack(target), src_rows, prev_rows)
         results: List[Optional[dict]] = [None] * len(samples)
         for i, k in enumerate(present):
             results[k] = self._result(criterion, kind, samples[k], loss[i], nll[i], pred[i])
