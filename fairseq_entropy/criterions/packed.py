@@ -8,7 +8,8 @@ gradient of the sum with respect to run k's parameters is run k's own gradient, 
 trainer computes it for run k alone (loss summed over the batch, divided by its sample size).
 The step's sample size is then 1, so the trainer divides by nothing more.
 
-Logged per run k: ``loss_k`` (bits per token, as ``cross_entropy``); ``loss`` is the runs' mean.
+Logged per run k: ``loss_k`` (bits per token, as ``cross_entropy``); ``loss`` is the runs'
+pooled loss.
 """
 
 import math
@@ -65,18 +66,19 @@ class PackedCriterion(FairseqCriterion):
 
     @staticmethod
     def reduce_metrics(logging_outputs) -> None:
-        """Per run k ``loss_k`` (summed losses over summed sample sizes, in bits) and ``loss``
-        (their mean)."""
-        means = []
+        """Per run k ``loss_k`` (its summed losses over its summed sample sizes, in bits) and
+        ``loss``, the runs' pooled loss (all runs' losses over all their sample sizes)."""
+        total_loss = total_size = 0.0
         for k in run_keys(logging_outputs):
-            loss = sum(log.get(f"_loss_{k}", 0) for log in logging_outputs)
+            loss = sum(float(log.get(f"_loss_{k}", 0)) for log in logging_outputs)
             size = sum(log.get(f"_ss_{k}", 0) for log in logging_outputs)
             if size:
-                value = loss / size / math.log(2)
-                metrics.log_scalar(f"loss_{k}", value, size, round=3)
-                means.append(value)
-        if means:
-            metrics.log_scalar("loss", sum(means) / len(means), 1, round=3)
+                metrics.log_scalar(f"loss_{k}", loss / size / math.log(2), size, round=3)
+                total_loss += loss
+                total_size += size
+        if total_size:
+            metrics.log_scalar("loss", total_loss / total_size / math.log(2), total_size,
+                               round=3)
 
     @staticmethod
     def logging_outputs_can_be_summed() -> bool:

@@ -18,7 +18,7 @@ fairseq-train's data argument (:mod:`fairseq_entropy.tasks.packed_runs`).  Each 
   element-wise), under the preset's learning-rate schedule;
 * its dropout masks are its own draws (``vmap(..., randomness="different")``);
 * its validation metrics are logged as ``loss_k`` and ``seq_acc_k`` (``seq_acc`` and ``loss``
-  are the runs' means) and its best checkpoint is kept on its own metric.
+  pool the runs) and its best checkpoint is kept on its own metric.
 
 A pack's parameters are stacked (:mod:`fairseq_entropy.models.packed`), so its checkpoints are
 packed too; they also hold every run's ordinary weights, from which ``fairseq-entropy unpack``
@@ -173,6 +173,9 @@ class PackedSystematicityTask(SystematicityTask):
         self._last_update = update_num + 1
         for child in self.children:
             child._last_update = self._last_update
+        correct, total = self.valid_counts
+        if total:
+            self.progress.seq_acc = correct / total
         line = self.progress.step(update_num)
         if line:
             logger.info(line)
@@ -217,20 +220,22 @@ class PackedSystematicityTask(SystematicityTask):
 
     def reduce_metrics(self, logging_outputs, criterion):
         """The packed criterion's metrics and, per run k, ``seq_acc_k``; ``seq_acc`` is the
-        runs' mean."""
+        runs' pooled exact match (all runs' correct sentences over all their sentences)."""
         from fairseq.logging import metrics
 
         criterion.__class__.reduce_metrics(logging_outputs)
-        accs = []
+        all_correct = all_total = 0
         for k in run_keys(logging_outputs):
             correct = sum(log.get(f"_seq_acc_correct_{k}", 0) for log in logging_outputs)
             total = sum(log.get(f"_seq_acc_total_{k}", 0) for log in logging_outputs)
             if total:
-                metrics.log_scalar(f"seq_acc_{k}", round(correct / total, 4), total, round=4)
-                accs.append(correct / total)
-        if accs:
-            metrics.log_scalar("seq_acc", round(sum(accs) / len(accs), 4), 1, round=4)
-            self.valid_counts = [sum(accs), len(accs)]
+                metrics.log_scalar(f"seq_acc_{k}", correct / total, total, round=4)
+                all_correct += correct
+                all_total += total
+        if all_total:
+            metrics.log_scalar("seq_acc", all_correct / all_total, all_total, round=4)
+            self.valid_counts[0] += all_correct
+            self.valid_counts[1] += all_total
 
     def post_validate(self, model, stats, agg):
         """Keep each run's best weights on its own ``--best-checkpoint-metric``
