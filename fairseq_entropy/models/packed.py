@@ -123,18 +123,15 @@ def _copy_model(model: nn.Module) -> nn.Module:
             module.__dict__[key] = value
 
 
-def _pad_to(t: Tensor, rows: int, cols: int, pad: int, left: bool, fill_row: Optional[Tensor]
-            ) -> Tensor:
+def _pad_to(t: Tensor, rows: int, cols: int, pad: int, left: bool) -> Tensor:
     """``t [B, L]`` as ``[rows, cols]``: columns of ``pad`` added on the left (``left``) or
-    right, then rows ``fill_row`` (a ``[cols]`` row) or all ``pad`` added below."""
+    right, then rows of ``pad`` added below."""
     b, length = t.shape
     if cols > length:
         extra = t.new_full((b, cols - length), pad)
         t = torch.cat([extra, t] if left else [t, extra], dim=1)
     if rows > b:
-        more = fill_row.expand(rows - b, cols) if fill_row is not None else \
-            t.new_full((rows - b, cols), pad)
-        t = torch.cat([t, more], dim=0)
+        t = torch.cat([t, t.new_full((rows - b, cols), pad)], dim=0)
     return t
 
 
@@ -233,15 +230,15 @@ class VmapPacked(nn.Module):
             # extra rows: the run's shortest source and a one-token decoder input, whose
             # all-pad target puts nothing in the loss
             short = int(net["src_lengths"].argmin())
-            s = _pad_to(net["src_tokens"], rows, src_len, pad, left, None)
+            s = _pad_to(net["src_tokens"], rows, src_len, pad, left)
             s[b:] = s[short]
             src.append(s)
             n = net["src_lengths"]
             lengths.append(torch.cat([n, n[short:short + 1].expand(rows - b)]))
-            p = _pad_to(net["prev_output_tokens"], rows, tgt_len, pad, False, None)
+            p = _pad_to(net["prev_output_tokens"], rows, tgt_len, pad, False)
             p[b:, 0] = p[0, 0]
             prev.append(p)
-            target.append(_pad_to(samples[k]["target"], rows, tgt_len, pad, False, None))
+            target.append(_pad_to(samples[k]["target"], rows, tgt_len, pad, False))
         src_rows, prev_rows = _common_rows(src, pad), _common_rows(prev, pad)
         stacked = self.stacked()
         params = {name: value[present] if len(present) < self.k else value

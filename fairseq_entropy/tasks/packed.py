@@ -302,7 +302,8 @@ class PackedSystematicityTask(SystematicityTask):
 def clip_runs(params, max_norm: float) -> torch.Tensor:
     """Scale each run's slice ``p.grad[k]`` of the stacked parameters so that the run's
     gradient norm (over all its parameters) is at most ``max_norm``: fairseq's
-    ``clip_grad_norm_`` per run.  Returns the K norms before clipping (float32 ``[K]``)."""
+    ``clip_grad_norm_`` per run.  Every packed implementation stacks its parameters with the
+    run first (``[K, ...]``).  Returns the K norms before clipping (float32 ``[K]``)."""
     grads = [p.grad for p in params if p.grad is not None]
     if not grads:
         return torch.zeros(0)
