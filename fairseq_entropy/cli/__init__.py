@@ -22,6 +22,8 @@ Subcommands, one module each in this package (``add_parser(sub)`` declares the o
     fairseq-entropy user-dir
     fairseq-entropy sweep GRID [--root DIR] [--jobs N] [--dry-run] [--executor local|slurm]
     fairseq-entropy lock RUN_DIR -- COMMAND...
+    fairseq-entropy pack PACK_DIR --run DATA SEED RUN_DIR [--run ...]
+    fairseq-entropy unpack PACK_SAVE_DIR
 
 A :class:`~fairseq_entropy.errors.UserError` (every domain error extends it) or an
 ``OSError`` is printed as one line ``fairseq-entropy: error: ...`` with exit status 2, and
@@ -39,14 +41,14 @@ from typing import Optional, Sequence
 
 from ..errors import UserError
 from ..version import __version__
-from . import (aggregate, binarize, build, lock, measure, options, recipes_dir, run, score,
-               sweep,
-               train_args, user_dir)
+from . import (aggregate, binarize, build, lock, measure, options, pack, recipes_dir, run,
+               score, sweep, train_args, unpack, user_dir)
 
 #: subcommand name -> its module, in the order ``--help`` lists them
 COMMANDS = {"build": build, "measure": measure, "binarize": binarize, "score": score,
             "aggregate": aggregate, "train-args": train_args, "recipes-dir": recipes_dir,
-            "user-dir": user_dir, "run": run, "sweep": sweep, "lock": lock}
+            "user-dir": user_dir, "run": run, "sweep": sweep, "lock": lock, "pack": pack,
+            "unpack": unpack}
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -46,7 +46,7 @@ from fairseq.models import (FairseqEncoder, FairseqEncoderDecoderModel,
 from fairseq.modules import GradMultiply
 from torch import Tensor
 
-from ..modules.packing import pack_rows, real_rows, unpack_rows
+from ..modules.packing import in_all_rows, pack_rows, real_rows, unpack_rows
 from ..modules.positions import AbsolutePositions, token_positions
 from .defaults import fill_defaults
 
@@ -207,7 +207,11 @@ class ScanCNNEncoder(FairseqEncoder):
             conv_in = layer.dropout(h) * keep  # 'same' padding then sees zeros beyond the text
             h = (layer.gate(layer.pad(conv_in)) + layer.residual(residual)) * SQRT_HALF
             residual = h
-        keys = GradMultiply.apply(self.out_proj(h), self.key_grad_scale)
+        keys = self.out_proj(h)
+        if in_all_rows():  # vmap: no old-style autograd.Function; same value and gradient
+            keys = keys.detach() + (keys - keys.detach()) * self.key_grad_scale
+        else:
+            keys = GradMultiply.apply(keys, self.key_grad_scale)
         return {"encoder_out": [keys], "encoder_values": [values],
                 "encoder_padding_mask": [pad]}
 

@@ -20,6 +20,7 @@ from fairseq.incremental_decoding_utils import with_incremental_state
 from torch import Tensor
 
 from .dropout import UniformMaskDropout
+from .packing import in_all_rows
 from .positions import RelativePositions, RotaryPositions
 
 
@@ -206,7 +207,9 @@ class MultiheadAttention(nn.Module):
                 key_padding_mask[:, None, None, :]
             blocked = pads if blocked is None else blocked | pads
         dropout_p = self.dropout.p if self.training else 0.0
-        if dropout_p > 0 and q.device.type == "cpu":
+        if (dropout_p > 0 and q.device.type == "cpu") or in_all_rows():
+            # (inside vmap also: the fused kernels' batching rules take no float mask
+            # requiring a gradient)
             return self._attend_with_dropout(q, k, v, bias, blocked)
         # fused kernels (on an accelerator, also with dropout)
         if bias is not None and blocked is not None:

@@ -1,7 +1,9 @@
 """fairseq tasks of the plugin; importing a module registers it.
 
-``systematicity`` is the task; ``seeding`` is the CPU seeding patch that task installs (it
-registers nothing).
+``systematicity`` is the task and ``packed`` its packed runs (``packed_systematicity``);
+``packed_runs`` holds the pack description and the unpacking, ``seeding`` the CPU seeding
+patch that the tasks install (neither registers anything).
 """
 
 from . import systematicity  # noqa: F401
+from . import packed  # noqa: F401

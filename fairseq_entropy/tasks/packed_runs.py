@@ -1,0 +1,159 @@
+"""The pack description (``pack.json``) and the ordinary checkpoints unpacked from a packed one.
+
+``pack.json``, in the directory given to ``fairseq-train`` as its data argument, lists the K
+runs of a pack::
+
+    {"runs": [{"data": "data-bin/exp1/3bits", "seed": 1, "run_dir": "runs/3bits_s1"}, ...]}
+
+(relative paths are relative to the pack directory; a bare list of runs is accepted too).
+:func:`unpack` turns the packed ``checkpoint_last.pt`` into each run's
+``run_dir/checkpoints/checkpoint_last.pt`` and ``checkpoint_best.pt``: ordinary fairseq
+checkpoints of the ordinary architecture, whose config, task state and training record are
+those of the run alone (its data, seed, clip norm and save directory).
+"""
+
+import copy
+import json
+import os
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import torch
+
+from ..errors import UserError
+from ..files import atomic_write_bytes
+
+PACK_FILE = "pack.json"
+#: packed-task options that the ordinary ``systematicity`` task does not know
+PACKED_TASK_KEYS = ("run_clip_norm", "no_unpack_at_exit")
+
+
+class PackError(UserError, ValueError):
+    """A missing or malformed pack description or packed checkpoint."""
+
+
+def read_pack(pack_dir: str) -> List[Dict]:
+    """The runs of ``pack_dir/pack.json``: ``[{"data": abs path, "seed": int, "run_dir": abs
+    path, "name": str}]``.
+
+    Raises:
+        PackError: no pack.json, not JSON, or a run without data / an int seed / run_dir, or
+            two runs with one run_dir.
+    """
+    path = Path(pack_dir) / PACK_FILE
+    try:
+        raw = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise PackError(f"error: {path}: no pack description. Fix: write pack.json with "
+                        "{\"runs\": [{\"data\": ..., \"seed\": ..., \"run_dir\": ...}]} in the "
+                        "directory given to fairseq-train") from None
+    except json.JSONDecodeError as e:
+        raise PackError(f"{path}:{e.lineno}: not JSON ({e.msg}). Fix: write valid JSON") \
+            from None
+    runs = raw.get("runs") if isinstance(raw, dict) else raw
+    if not isinstance(runs, list) or not runs:
+        raise PackError(f"{path}: no list of runs. Fix: give \"runs\": [...] with one entry "
+                        "per run")
+    out = []
+    for i, run in enumerate(runs):
+        ok = isinstance(run, dict) and isinstance(run.get("data"), str) and \
+            isinstance(run.get("seed"), int) and isinstance(run.get("run_dir"), str)
+        if not ok:
+            raise PackError(f"{path}: run {i} is {run!r}; each run needs \"data\" (a data-bin "
+                            "directory), \"seed\" (an int) and \"run_dir\". Fix: complete it")
+        base = path.parent
+        out.append({"data": str((base / run["data"]).resolve()), "seed": run["seed"],
+                    "run_dir": str((base / run["run_dir"]).resolve()),
+                    "name": str(run.get("name") or f"run{i}")})
+    dirs = [r["run_dir"] for r in out]
+    if len(set(dirs)) != len(dirs):
+        raise PackError(f"{path}: two runs share a run_dir. Fix: give every run its own")
+    return out
+
+
+def write_pack(pack_dir: str, runs: List[Dict]) -> Path:
+    """Write ``pack_dir/pack.json`` listing ``runs`` (dicts with data, seed, run_dir)."""
+    Path(pack_dir).mkdir(parents=True, exist_ok=True)
+    path = Path(pack_dir) / PACK_FILE
+    atomic_write_bytes(path, json.dumps({"runs": runs}, indent=1).encode())
+    return path
+
+
+def run_checkpoint(state: Dict, k: int, model_state: Dict, record: Dict,
+                   extra: Optional[Dict] = None) -> Dict:
+    """Run ``k``'s ordinary checkpoint from a packed checkpoint ``state`` (as fairseq saved it).
+
+    Args:
+        model_state: the run's ordinary model state dict.
+        record: the run's entry of the packed task state (``run``, ``task_cfg``,
+            ``task_state``, ``clip_norm``).
+        extra: the run's ``extra_state`` (default: the pack's, with the run's best value).
+    """
+    run = record["run"]
+    cfg = copy.deepcopy(state["cfg"])
+    task = cfg["task"]
+    for key in PACKED_TASK_KEYS:
+        task.pop(key, None)
+    task.update(record["task_cfg"])
+    task["_name"] = "systematicity"
+    task["data"] = run["data"]
+    cfg["common"]["seed"] = run["seed"]
+    cfg["optimization"]["clip_norm"] = record["clip_norm"]
+    cfg["checkpoint"]["save_dir"] = os.path.join(run["run_dir"], "checkpoints")
+    history = [dict(h) for h in state.get("optimizer_history") or []]
+    if extra is None:
+        extra = {key: value for key, value in (state.get("extra_state") or {}).items()
+                 if key not in ("metrics", "best", "val_loss")}
+        if record.get("best") is not None:
+            extra["best"] = record["best"]["value"]
+    return {"args": None, "cfg": cfg, "model": model_state,
+            "criterion": state.get("criterion", {}), "optimizer_history": history,
+            "task_state": record["task_state"], "extra_state": extra}
+
+
+def unpack(checkpoint: str) -> List[Path]:
+    """Write every run's ``checkpoint_last.pt`` (and ``checkpoint_best.pt`` when the pack has
+    validated) from the packed ``checkpoint`` into ``run_dir/checkpoints``; returns the paths
+    written.  Atomic per file.
+
+    Raises:
+        PackError: ``checkpoint`` is not a packed checkpoint.
+        OSError: reading or writing failed.
+    """
+    from ..checkpoint import allow_fairseq_checkpoint_globals
+
+    allow_fairseq_checkpoint_globals()
+    state = torch.load(checkpoint, map_location="cpu", weights_only=True)
+    packed = (state.get("task_state") or {}).get("packed")
+    if not packed:
+        raise PackError(f"{checkpoint}: not a packed checkpoint (no packed task state). Fix: "
+                        "give the checkpoint_last.pt of a packed_systematicity run")
+    written = []
+    for k, record in enumerate(packed["runs"]):
+        out_dir = Path(record["run"]["run_dir"]) / "checkpoints"
+        out_dir.mkdir(parents=True, exist_ok=True)
+        files = {"checkpoint_last.pt": run_checkpoint(state, k, record["model"], record)}
+        best = record.get("best")
+        if best is not None:
+            files["checkpoint_best.pt"] = run_checkpoint(
+                state, k, best["model"], {**record, "task_state": best["task_state"]},
+                extra={"train_iterator": best["train_iterator"], "best": best["value"],
+                       "previous_training_time": 0})
+            history = files["checkpoint_best.pt"]["optimizer_history"]
+            if history:
+                history[-1]["num_updates"] = best["updates"]
+        for name, ckpt in files.items():
+            written.append(_save(ckpt, out_dir / name))
+    return written
+
+
+def _save(state: Dict, path: Path) -> Path:
+    """``torch.save`` to a temporary file beside ``path``, then rename."""
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        torch.save(state, tmp)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return path

@@ -1,0 +1,86 @@
+"""In-process fairseq-train runs for the packed-run tests: tiny levels of the paper grammar,
+a pack of them, and the trainings (alone and packed) as fairseq-train's own main()."""
+
+import json
+import os
+from pathlib import Path
+
+import torch
+
+import fairseq_entropy
+from fairseq_entropy.scan.dictionary import write_dictionary
+from fairseq_entropy.scan.grammar import Grammar
+
+USER_DIR = os.path.dirname(fairseq_entropy.__file__)
+
+
+def write_levels(root: Path, n: int, count: int):
+    """``count`` levels of ``n`` two-clause commands each (disjoint slices of the paper
+    grammar's commands, so that the levels' data differ), binarized in this process with the
+    grammar's fixed dictionary (as ``fairseq-entropy binarize`` does, without its
+    fairseq-preprocess subprocesses), each with a small manifest; returns their dirs."""
+    from fairseq.data import indexed_dataset
+
+    from fairseq_entropy.data import SymbolDictionary
+
+    grammar = Grammar.paper()
+    pairs = []
+    for c in grammar.commands(one_clause=False):
+        pairs.append((str(c), " ".join(grammar.interpret(c))))
+        if len(pairs) == n * count:
+            break
+    out = []
+    for i in range(count):
+        dest = root / f"bin{i}"
+        dest.mkdir(parents=True)
+        for side in ("in", "out"):
+            write_dictionary(dest / f"dict.{side}.txt", grammar)
+        d = SymbolDictionary.load(str(dest / "dict.in.txt"))
+        part = pairs[i * n:(i + 1) * n]
+        for split in ("train", "valid", "test"):
+            for side, col in (("in", 0), ("out", 1)):
+                prefix = str(dest / f"{split}.in-out.{side}")
+                builder = indexed_dataset.make_builder(prefix + ".bin", "mmap",
+                                                       vocab_size=len(d))
+                for pair in part:
+                    builder.add_item(d.encode_line(pair[col], add_if_not_exist=False))
+                builder.finalize(prefix + ".idx")
+        (dest / "manifest.json").write_text(json.dumps(
+            {"experiment": "exp1", "level": f"level{i}", "seed": i,
+             "sizes": {"train": n}}))
+        out.append(dest)
+    return out
+
+
+def write_pack_dir(root: Path, datas, seeds) -> Path:
+    pack = root / "pack"
+    pack.mkdir(parents=True, exist_ok=True)
+    runs = [{"data": str(d), "seed": s, "run_dir": str(root / f"run{i}")}
+            for i, (d, s) in enumerate(zip(datas, seeds))]
+    (pack / "pack.json").write_text(json.dumps({"runs": runs}))
+    return pack
+
+
+def fairseq_train(args) -> None:
+    """fairseq-train's main() on ``args`` in this process."""
+    from fairseq import options
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    from fairseq_cli import train
+
+    parser = options.get_training_parser()
+    ns = options.parse_args_and_arch(parser, [str(a) for a in args])
+    train.main(convert_namespace_to_omegaconf(ns))
+
+
+def common_args(save_dir, updates: int, batch: int):
+    return ["--user-dir", USER_DIR, "--source-lang", "in", "--target-lang", "out",
+            "--batch-size", str(batch), "--max-update", str(updates), "--save-dir", save_dir,
+            "--no-epoch-checkpoints", "--cpu", "--num-workers", "0", "--log-format", "none",
+            "--no-progress-bar"]
+
+
+def load_model(path):
+    from fairseq_entropy.checkpoint import allow_fairseq_checkpoint_globals
+
+    allow_fairseq_checkpoint_globals()
+    return torch.load(path, map_location="cpu", weights_only=True)
