@@ -72,6 +72,16 @@ def fairseq_train(args) -> None:
     train.main(convert_namespace_to_omegaconf(ns))
 
 
+def fairseq_train_process(args) -> None:
+    """fairseq-train on ``args`` in a process of its own: nothing that earlier trainings of
+    this process left behind (registries, patched functions, random state) reaches it."""
+    import subprocess
+    import sys
+
+    subprocess.run([sys.executable, "-m", "fairseq_cli.train", *[str(a) for a in args]],
+                   check=True, capture_output=True, text=True)
+
+
 def common_args(save_dir, updates: int, batch: int):
     return ["--user-dir", USER_DIR, "--source-lang", "in", "--target-lang", "out",
             "--batch-size", str(batch), "--max-update", str(updates), "--save-dir", save_dir,

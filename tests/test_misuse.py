@@ -53,6 +53,7 @@ KINDS = {
     ("sweep", "grid"): "in-text", ("sweep", "root"): "out-dir", ("sweep", "preset"): "name",
     ("sweep", "recipe"): "in-file",
     ("lock", "run_dir"): "out-dir", ("lock", "lock_command"): "command",
+    ("pack", "pack_dir"): "out-dir", ("pack", "run"): "run-triple", ("unpack", "pack"): "in-file",
 }
 
 #: (command, dest) -> bad values beyond those the kind gives: unknown names, values out of
@@ -153,6 +154,9 @@ def bad_values(command, action):
                    else ("directory for a file", "@dir"))
     elif kind == "command":
         out.append(("no command", "--"))
+    elif kind == "run-triple":  # DATA SEED RUN_DIR
+        out += [("missing path", "/nonexistent/level 1 r"), ("wrong type", "{bin} one r"),
+                ("not a data-bin", "{w} 1 r"), ("the same run directory twice", "{bin} 2 {t}/r")]
     out += [("domain", v) for v in EXTRA.get((command, action.dest), [])]
     return kind, out
 
@@ -223,6 +227,8 @@ BASES = {
     "run": "run exp1_cnn_authors {w}/bin/entropy_3.0 {t}/run --device cpu",
     "sweep": "sweep {w}/grid.toml --dry-run --root {t}/root --device cpu",
     "lock": "lock {t}/rd -- true",
+    "pack": "pack {t}/p --run {w}/bin/entropy_3.0 1 {t}/r",
+    "unpack": "unpack {t}/p",
 }
 #: options that apply to the SCAN-files form of binarize
 FILES_FORM = {"train", "valid", "test", "valid_fraction", "seed"}
@@ -267,6 +273,8 @@ def _argv(command, action, value, w, t):
         words[i] = value
         return command.split() + words
     opt = action.option_strings[-1]
+    if action.nargs == 3:  # an option of three words (pack --run DATA SEED RUN_DIR)
+        return base + [opt, *value.format(w=w, t=t, bin=w / "bin" / "entropy_3.0").split()]
     if value.startswith("="):
         return base + [opt + value]
     if command == "run":  # options after the positionals go through run's own parser

@@ -24,8 +24,8 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _packed_harness import (common_args, fairseq_train, load_model,  # noqa: E402
-                             write_levels, write_pack_dir)
+from _packed_harness import (common_args, fairseq_train,  # noqa: E402
+                             fairseq_train_process, load_model, write_levels, write_pack_dir)
 
 from fairseq_entropy.cli import main  # noqa: E402
 from fairseq_entropy.data import exact_match  # noqa: E402
@@ -237,9 +237,10 @@ def test_killed_pack_resumes_exactly(validated_pack):
     args = [a for a in args if a not in ("--eval-seq-acc", "--maximize-best-checkpoint-metric")]
     inv = ["--lr-scheduler", "inverse_sqrt", "--warmup-updates", "3", "--warmup-init-lr", "0",
            "--best-checkpoint-metric", "loss"]
-    fairseq_train([*args, *inv, *common_args(root / "straight", 8, 8)])
-    fairseq_train([*args, *inv, *common_args(root / "killed", 4, 8)])  # stops mid-epoch 2
-    fairseq_train([*args, *inv, *common_args(root / "killed", 8, 8)])  # resumes
+    # each in a process of its own, as a killed and relaunched fairseq-train is
+    fairseq_train_process([*args, *inv, *common_args(root / "straight", 8, 8)])
+    fairseq_train_process([*args, *inv, *common_args(root / "killed", 4, 8)])  # mid-epoch 2
+    fairseq_train_process([*args, *inv, *common_args(root / "killed", 8, 8)])  # resumes
     a = load_model(root / "straight" / "checkpoint_last.pt")
     b = load_model(root / "killed" / "checkpoint_last.pt")
     assert a["optimizer_history"][-1]["num_updates"] == 8

@@ -290,3 +290,23 @@ def test_term_to_a_local_sweep_stops_its_cells_and_starts_no_more(tmp_path):
     assert rows[0].split("\t")[:2] == ["cell", "status"], rows[0]
     assert len(rows) == 3 and all(r.split("\t")[1] == "cancelled" for r in rows[1:]), rows
     assert all("stopped (signal 15)" in r for r in rows[1:]), rows
+
+
+def test_term_to_lock_says_so_when_a_process_that_left_the_group_holds_the_lock(tmp_path):
+    """A process that left the command's process group (setsid) survives the stop and still
+    holds the inherited lock: the stop line says so instead of "the lock is free"."""
+    run, pids = tmp_path / "run", tmp_path / "pids"
+    # the escaped process's output goes elsewhere, or it would hold the stderr pipe open
+    command = 'setsid sleep 60 >/dev/null 2>&1 & echo $! >> "$1"; wait'
+    proc = subprocess.Popen(lock_cmd(run, "bash", "-c", command, "x", str(pids)),
+                            stderr=subprocess.PIPE, text=True, env=env())
+    (escaped,) = wait_for(lambda: pids_file(pids), what="setsid sleep")
+    try:
+        proc.send_signal(signal.SIGTERM)
+        err = proc.communicate(timeout=30)[1]
+        assert proc.returncode == 128 + signal.SIGTERM
+        assert "still holds the lock. Fix: stop it (fuser" in err and "lock is free" not in err
+        assert alive(escaped)
+        assert locks.run_locked(run, ["true"]) == locks.LOCKED_EXIT
+    finally:
+        os.kill(escaped, signal.SIGKILL)

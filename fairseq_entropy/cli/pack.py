@@ -33,6 +33,11 @@ def run(args) -> None:
                             "Fix: give the binarized level (fairseq-entropy binarize --out)")
         runs.append({"data": str(Path(data).resolve()), "seed": int(seed),
                      "run_dir": str(Path(run_dir).resolve())})
+    dirs = [r["run_dir"] for r in runs]
+    twice = sorted({d for d in dirs if dirs.count(d) > 1})
+    if twice:  # checked before anything is written
+        raise PackError(f"--run: two runs share the run directory {twice[0]}. Fix: give every "
+                        "run its own RUN_DIR")
     path = write_pack(args.pack_dir, runs)
     read_pack(args.pack_dir)  # the description reads back (distinct run dirs)
     print(path)

@@ -106,9 +106,10 @@ class RunLock:
         self.fd = fd
         return self
 
-    def release(self) -> None:
+    def release(self) -> bool:
         """Close this process's hold on the lock; free it (and empty the file, so that a clean
-        release leaves no stale lock) unless a child that inherited it still runs.
+        release leaves no stale lock) unless a child that inherited it still runs.  Returns
+        whether the lock is free now (False: another process still holds it).
 
         The ``flock`` belongs to the open file, which children share when they inherit the
         descriptor (:meth:`acquire` with ``inheritable``): unlocking it here would free the
@@ -118,21 +119,22 @@ class RunLock:
         holds it, and its record is left alone.
         """
         if self.fd is None:
-            return
+            return True
         os.close(self.fd)
         self.fd = None
         try:
             fd = os.open(self.path, os.O_RDWR)
         except FileNotFoundError:
-            return
+            return True
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            return
+            return False
         os.ftruncate(fd, 0)
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
+        return True
 
     def __enter__(self):
         return self.acquire()
@@ -180,12 +182,18 @@ def run_locked(directory: str | os.PathLike, command: Sequence[str],
             except Stopping:
                 rc = None
     finally:
-        lock.release()
+        free = lock.release()
     if children.stopped_by is not None:
         sig = children.stopped_by
-        print(f"fairseq-entropy lock: {directory}: stopped by signal {sig}; every process of "
-              "the command has exited and the lock is free. Fix: run the same command again "
-              "to resume", file=sys.stderr, flush=True)
+        if free:
+            print(f"fairseq-entropy lock: {directory}: stopped by signal {sig}; every process "
+                  "of the command has exited and the lock is free. Fix: run the same command "
+                  "again to resume", file=sys.stderr, flush=True)
+        else:
+            print(f"fairseq-entropy lock: {directory}: stopped by signal {sig}, but a process "
+                  "that left the command's process group (e.g. through setsid) still holds "
+                  f"the lock. Fix: stop it (fuser {Path(directory) / '.lock'} names it), then "
+                  "run the same command again", file=sys.stderr, flush=True)
         return 128 + sig
     return rc
 
