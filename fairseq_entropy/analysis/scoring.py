@@ -188,6 +188,24 @@ def split_commands(data_dir: str | os.PathLike, split: str) -> List[str]:
                      "Fix: pass the --data level that was decoded, and its --split")
 
 
+def _cut_off(samples: Dict[int, Dict[str, str]], commands: Sequence[str]) -> bool:
+    """Whether the decoded ids (their sources equal to their commands) look like the start
+    of a decode that was cut off: ids
+    ``0 .. K-1`` (a prefix), or the shortest commands of the split (fairseq-generate decodes
+    by source length, so every missing command is at least as long as every decoded one).
+    A decode short of fewer than 8 commands (fairseq's default batch multiple drops up to 7)
+    is not taken for one unless its ids are a prefix."""
+    ids = sorted(samples)
+    if any(samples[i].get("S") != commands[i] for i in ids):
+        return False  # a decode of other data: check_sources names the first difference
+    if ids == list(range(len(ids))):
+        return True
+    missing = [len(commands[i].split()) for i in range(len(commands)) if i not in samples]
+    if len(missing) < 8:
+        return False
+    return max(len(commands[i].split()) for i in ids) <= min(missing)
+
+
 def check_sources(samples: Dict[int, Dict[str, str]], commands: Sequence[str],
                   gen_path: str | os.PathLike, data_dir: str | os.PathLike, split: str,
                   sample: bool = False) -> None:
@@ -207,6 +225,14 @@ def check_sources(samples: Dict[int, Dict[str, str]], commands: Sequence[str],
         if outside:
             raise ScoreError(f"{gen_path}: sample id {outside[0]} is outside the {split} split "
                              f"(ids 0..{n - 1}). Fix: pass the --data level that was decoded")
+    elif len(samples) < n and all(0 <= sid < n for sid in samples) and _cut_off(samples,
+                                                                               commands):
+        raise ScoreError(
+            f"{gen_path} holds {len(samples)} samples but the {split} split has {n}; each "
+            "is complete, and they are the first ones fairseq-generate decodes: the decode "
+            f"may have been interrupted. Fix: decode the whole {split} split again and score "
+            "the new output (keep --required-batch-size-multiple 1; if you decoded another "
+            "split, pass it with --split, e.g. --split valid)")
     elif len(samples) != n:
         raise ScoreError(
             f"{gen_path} holds {len(samples)} samples but the {split} split has {n}. "
