@@ -432,7 +432,7 @@ def check_arch(name: str, preset: dict, user_dir: Optional[str | os.PathLike] = 
     from fairseq.models import ARCH_MODEL_REGISTRY
     from fairseq.utils import import_user_module
 
-    from .. import models  # noqa: F401 - registers the plugin's architectures
+    import fairseq_entropy.models  # noqa: F401 - registers the plugin's architectures
 
     if user_dir is not None:
         import_user_module(Namespace(user_dir=str(Path(user_dir).resolve())))
