@@ -6,11 +6,12 @@ best checkpoints, and score both (``fairseq-entropy run``, ``recipes/train_level
 1. skip when ``RUN/last/score.json`` exists (:func:`scored`), before and again after taking
    the run's :class:`~.locks.RunLock` (held in this process, and inherited by the children,
    so that it stays held while any of them runs); a score whose recorded schedule
-   (``max_update`` and the hash of the preset's fairseq-train arguments) differs from the one
-   asked now is not skipped but refused (:class:`ScheduleChanged`): its run directory holds
-   another experiment;
+   (``max_update`` and the hash of the preset's fairseq-train arguments), training data
+   (its manifest's hash) or seed differs from the one asked now is not skipped but refused
+   (:class:`ScheduleChanged`, :mod:`.rerun`): its run directory holds another experiment;
 2. ``fairseq-train`` (unless ``RUN/checkpoints/trained`` marks a finished training: started
-   again on a finished ``checkpoint_last.pt`` it would make one more update), resuming from
+   again on a finished ``checkpoint_last.pt`` it would make one more update; that checkpoint
+   must record the training asked now, :func:`~.rerun.check_trained`), resuming from
    ``RUN/checkpoints/checkpoint_last.pt`` when one exists.  Its whole output is appended to
    ``RUN/train.log``; the lines with ``valid on``, ``progress: ``, ``done training`` or
    ``Error`` are echoed as `` [<run name>] <line>`` (:func:`console_line`);
