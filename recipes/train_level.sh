@@ -38,6 +38,26 @@ case "${SELECT:-valid}" in
   valid|test-loss) ;;
   *) echo "train_level.sh: error: SELECT=$SELECT: expected valid or test-loss. Fix: set SELECT to one of them" >&2; exit 2 ;;
 esac
+# each variable is checked here, so that an error names the variable (not the option)
+fail() { echo "train_level.sh: error: $1=${!1}: $2. Fix: $3" >&2; exit 2; }
+int_var() {  # NAME [min]: unset/empty, or a whole number >= min (default 1)
+  local v=${!1:-}
+  if [ -n "$v" ] && { ! [[ $v =~ ^[0-9]+$ ]] || [ "$((10#$v))" -lt "${2:-1}" ]; }; then
+    fail "$1" "expected a whole number >= ${2:-1}" "set $1 to one, or unset it for the default"
+  fi
+}
+int_var SEED 0; int_var MAX_UPDATE; int_var GEN_BATCH; int_var VALID_BATCH; int_var DECODE_SAMPLE
+if [ -n "${EPOCHS:-}" ] && ! [[ $EPOCHS =~ ^([0-9]+\.?[0-9]*|\.[0-9]+)$ && $EPOCHS =~ [1-9] ]]; then
+  fail EPOCHS "expected a positive number of epochs" "set EPOCHS to one (e.g. 0.5 or 3), or unset it"
+fi
+case "${DEVICE:-}" in
+  ''|cpu|gpu) ;;
+  *) fail DEVICE "expected cpu or gpu" "set DEVICE to one of them, or unset it (gpu when torch sees one)" ;;
+esac
+case "${SCORE_BEST:-1}" in
+  0|1) ;;
+  *) fail SCORE_BEST "expected 0 or 1" "set SCORE_BEST=0 to score only the last checkpoint, 1 (default) for both" ;;
+esac
 preset=$1 data=$2 run=$3; shift 3
 opts=(--seed "${SEED:-1}" --select "${SELECT:-valid}" --gen-batch "${GEN_BATCH:-512}"
       --valid-batch "${VALID_BATCH:-512}")

@@ -165,7 +165,8 @@ def test_run_level_trains_decodes_scores_and_then_skips(databin, tmp_path):
                for ln in lines)
     assert (run / ".lock").read_text() == ""
     again = io.StringIO()
-    result = run_level("exp1_transformer_sinusoidal", databin, run, max_update=10, out=again)
+    result = run_level("exp1_transformer_sinusoidal", databin, run, seed=3, max_update=10,
+                       out=again)
     assert result.status == "skipped" and result.accuracy == last["accuracy"]
     assert again.getvalue() == f"skip {run} (already scored)\n"
 

@@ -76,8 +76,10 @@ def read_checkpoint_info(path: str | os.PathLike) -> dict:
     try:
         state = torch.load(str(path), map_location="cpu", weights_only=True)
     except Exception as e:  # noqa: BLE001 - any failure means: not a readable checkpoint
-        raise ScoreError(f"{path}: not a readable fairseq checkpoint ({type(e).__name__}: "
-                         f"{e}). Fix: pass --path with the checkpoint that was decoded") from None
+        raise ScoreError(f"{path}: not a fairseq checkpoint (torch.load failed: "
+                         f"{type(e).__name__}). Fix: pass --path with the checkpoint file that "
+                         "was decoded (checkpoints/checkpoint_<label>.pt), not its decode or "
+                         "log") from None
 
     def get(section, key):
         cfg = state.get("cfg") or {}
@@ -272,16 +274,17 @@ def resolve_provenance(generate_output: str | os.PathLike, checkpoint_label: str
                        data: Optional[str | os.PathLike] = None, preset: Optional[str] = None,
                        model: Optional[str] = None, seed: Optional[int] = None,
                        split: str = "test", unverified: bool = False,
-                       own_schedule: Optional[Callable[[dict, dict], Optional[dict]]] = None
-                       ) -> dict:
+                       own_schedule: Optional[Callable[[dict, dict], Optional[dict]]] = None,
+                       args_sha256: Optional[Callable[..., Optional[str]]] = None) -> dict:
     """Resolve the data, preset, model and seed of a decode.
 
     Each comes from its argument, else from the decoded checkpoint (``path``, or
     ``checkpoints/checkpoint_<checkpoint_label>.pt`` beside ``generate_output``): its training
-    data, its architecture (the one preset of that architecture and the data's experiment)
-    and its seed.  The data must be the checkpoint's training data
-    (:func:`check_training_data`); without the checkpoint, its record is read from the
-    decode's log ``<generate_output without suffix>.log`` (:func:`read_generate_log`).
+    data, its architecture (the one preset of that architecture and the data's experiment,
+    told apart by the hash of their arguments when several share it) and its seed.  The
+    data must be the checkpoint's training data (:func:`check_training_data`); without the
+    checkpoint, its record is read from the decode's log ``<generate_output without
+    suffix>.log`` (:func:`read_generate_log`).
 
     Args:
         presets: the known presets, name -> preset dict (``arch``, ``experiment``, ``model``
@@ -291,6 +294,11 @@ def resolve_provenance(generate_output: str | os.PathLike, checkpoint_label: str
             taking the data, preset and seed as given; ``score.json`` says so.
         own_schedule: ``(preset dict, level manifest) -> {"epochs", "max_update"}``, the
             preset's own schedule on the level (None when unknown), recorded beside the run's.
+        args_sha256: ``(preset dict, data dir, max_update) -> sha256 | None``, the hash of the
+            preset's fairseq-train arguments with the checkpoint's schedule (None when it
+            cannot be computed); compared with the checkpoint's ``train_args_sha256`` to
+            refuse a ``preset`` it was not trained with, and to pick the preset among those
+            of the checkpoint's architecture when ``preset`` is None.
 
     Returns:
         ``{"data": the level directory, "meta": :func:`provenance` of the decode}``.
@@ -340,9 +348,22 @@ def resolve_provenance(generate_output: str | os.PathLike, checkpoint_label: str
             raise UserError(f"{ckpt} was trained with --arch {info['arch']}, and no preset has "
                             f"--arch {info['arch']}. Fix: pass --presets with your presets file "
                             "(the one the run was trained with)")
+        recorded = (training or {}).get("train_args_sha256")
+
+        def hash_of(name):
+            return args_sha256(presets[name], data, (training or {}).get("max_update")) \
+                if recorded and args_sha256 else None
+
+        if preset is not None and hash_of(preset) not in (None, recorded):
+            raise UserError(f"--preset {preset} gives other fairseq-train arguments (sha256 "
+                            f"{hash_of(preset)[:12]}) than {ckpt} was trained with "
+                            f"({recorded[:12]}). Fix: pass the preset of the run, or drop "
+                            "--preset to find it by the arguments' hash")
         if preset is None:
             fits = [n for n in same_arch
                     if presets[n].get("experiment") == manifest.get("experiment")]
+            if len(fits) > 1 and recorded and args_sha256:
+                fits = [n for n in fits if hash_of(n) == recorded] or fits
             if len(fits) != 1:
                 raise UserError(f"cannot tell the preset of {ckpt} (arch {info['arch']}, "
                                 f"experiment {manifest.get('experiment')}): candidates "

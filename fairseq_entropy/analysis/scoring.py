@@ -188,6 +188,17 @@ def split_commands(data_dir: str | os.PathLike, split: str) -> List[str]:
                      "Fix: pass the --data level that was decoded, and its --split")
 
 
+def _cut_off(samples: Dict[int, Dict[str, str]], commands: Sequence[str]) -> bool:
+    """Whether a short decode, whose every source equals its command, looks cut off: its
+    ids are ``0 .. K-1``, or 8 or more commands are missing (more than fairseq's default
+    batch multiple of 8 drops).  fairseq-generate writes its batches in order of length and,
+    within a batch, the longest first, so an interrupted decode holds no simple set of ids."""
+    ids = sorted(samples)
+    if any(samples[i].get("S") != commands[i] for i in ids):
+        return False  # a decode of other data: check_sources names the first difference
+    return ids == list(range(len(ids))) or len(commands) - len(ids) >= 8
+
+
 def check_sources(samples: Dict[int, Dict[str, str]], commands: Sequence[str],
                   gen_path: str | os.PathLike, data_dir: str | os.PathLike, split: str,
                   sample: bool = False) -> None:
@@ -207,6 +218,14 @@ def check_sources(samples: Dict[int, Dict[str, str]], commands: Sequence[str],
         if outside:
             raise ScoreError(f"{gen_path}: sample id {outside[0]} is outside the {split} split "
                              f"(ids 0..{n - 1}). Fix: pass the --data level that was decoded")
+    elif len(samples) < n and all(0 <= sid < n for sid in samples) and _cut_off(samples,
+                                                                               commands):
+        raise ScoreError(
+            f"{gen_path} holds {len(samples)} samples but the {split} split has {n}; each "
+            "is complete, and they are the first ones fairseq-generate decodes: the decode "
+            f"may have been interrupted. Fix: decode the whole {split} split again and score "
+            "the new output (keep --required-batch-size-multiple 1; if you decoded another "
+            "split, pass it with --split, e.g. --split valid)")
     elif len(samples) != n:
         raise ScoreError(
             f"{gen_path} holds {len(samples)} samples but the {split} split has {n}. "

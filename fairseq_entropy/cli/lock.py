@@ -24,4 +24,9 @@ def run(args) -> int:
     command = command[1:] if command[:1] == ["--"] else command
     if not command:
         raise UserError("no command given. Fix: fairseq-entropy lock RUN_DIR -- COMMAND ...")
+    from pathlib import Path
+
+    if Path(args.run_dir).exists() and not Path(args.run_dir).is_dir():
+        raise UserError(f"RUN_DIR {args.run_dir} is a file. Fix: pass the run directory whose "
+                        "lock to hold (new or existing), or move the file away")
     return run_locked(args.run_dir, command)

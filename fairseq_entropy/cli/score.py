@@ -19,8 +19,10 @@ def add_parser(sub) -> None:
     sc.add_argument("--out", required=True, help="directory for examples.tsv and score.json")
     sc.add_argument("--data", help="level directory (raw or binarized) with manifest.json "
                     "(default: the training data recorded in the checkpoint)")
-    sc.add_argument("--preset", help="preset the run was trained with (default: the one "
-                    "preset of the checkpoint's architecture and the data's experiment)")
+    sc.add_argument("--preset", help="preset the run was trained with; refused when its "
+                    "fairseq-train arguments' hash differs from the checkpoint's (default: the "
+                    "preset of the checkpoint's architecture and the data's experiment whose "
+                    "arguments' hash is the checkpoint's)")
     sc.add_argument("--model", help="model name (default: the preset's)")
     sc.add_argument("--seed", type=options.seed, help="training seed (default: the checkpoint's)")
     sc.add_argument("--checkpoint", default="last", choices=CHECKPOINT_LABELS,
@@ -45,7 +47,8 @@ def run(args) -> None:
     """``score``: exact-match accuracy of one fairseq-generate output, with its provenance."""
     from ..analysis.provenance import resolve_provenance
     from ..analysis.scoring import score_lines, write_score
-    from ..experiments.presets import check_fits_data, check_preset, load_presets, own_schedule
+    from ..experiments.presets import (check_fits_data, check_preset, load_presets, own_schedule,
+                                       preset_args_sha256)
 
     if (Path(args.out) / "score.json").exists() and not args.force:
         raise UserError(f"{Path(args.out) / 'score.json'} already exists. Fix: pass --force "
@@ -56,7 +59,7 @@ def run(args) -> None:
     run = resolve_provenance(args.generate_output, args.checkpoint, presets, path=args.path,
                              data=args.data, preset=args.preset, model=args.model,
                              seed=args.seed, split=args.split, unverified=args.unverified,
-                             own_schedule=own_schedule)
+                             own_schedule=own_schedule, args_sha256=preset_args_sha256)
     if run["meta"].get("preset") in presets:
         check_fits_data(presets[run["meta"]["preset"]], run["data"])
     rec = write_score(args.generate_output, args.out, run["meta"], run["data"], args.split,

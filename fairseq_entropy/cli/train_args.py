@@ -19,12 +19,17 @@ def add_parser(sub) -> None:
     t.add_argument("--max-update", type=options.positive_int,
                    help="updates, overriding the preset's schedule")
     t.add_argument("--field", help="print one field of the preset instead (e.g. model)")
+    t.add_argument("--user-dir", help="your --user-dir package, imported to check that the "
+                                      "preset's arch is registered (needed for an arch of "
+                                      "your own; default: fairseq's and this plugin's)")
 
 
 def run(args) -> None:
     """``train-args``: print the fairseq-train arguments of a preset."""
-    from ..experiments.presets import (KNOWN_KEYS, PresetError, check_preset, load_presets,
-                                       train_args)
+    from ..experiments.presets import (KNOWN_KEYS, PresetError, check_arch, check_preset,
+                                       load_presets, train_args)
+    from ..experiments.run import check_user_dir
+    from ..files import check_fairseq_path
 
     presets = load_presets(args.presets)
     preset = check_preset(presets, args.preset)
@@ -35,6 +40,10 @@ def run(args) -> None:
         value = preset.get(args.field, args.preset if args.field == "model" else None)
         print(value if value is not None else "")
         return
+    check_fairseq_path(args.data, "--data", ":")
+    user_dir = check_user_dir(args.user_dir) if args.user_dir is not None else None
+    args_list = train_args(preset, args.data, args.epochs, args.max_update)
+    check_arch(args.preset, preset, user_dir)
     # every token is checked free of spaces, quotes and globs: plain joining makes the line
     # usable both as an unquoted $(...) and with shlex.split / read -a
-    print(" ".join(train_args(preset, args.data, args.epochs, args.max_update)))
+    print(" ".join(args_list))

@@ -6,11 +6,12 @@ best checkpoints, and score both (``fairseq-entropy run``, ``recipes/train_level
 1. skip when ``RUN/last/score.json`` exists (:func:`scored`), before and again after taking
    the run's :class:`~.locks.RunLock` (held in this process, and inherited by the children,
    so that it stays held while any of them runs); a score whose recorded schedule
-   (``max_update`` and the hash of the preset's fairseq-train arguments) differs from the one
-   asked now is not skipped but refused (:class:`ScheduleChanged`): its run directory holds
-   another experiment;
+   (``max_update`` and the hash of the preset's fairseq-train arguments), training data
+   (its manifest's hash) or seed differs from the one asked now is not skipped but refused
+   (:class:`ScheduleChanged`, :mod:`.rerun`): its run directory holds another experiment;
 2. ``fairseq-train`` (unless ``RUN/checkpoints/trained`` marks a finished training: started
-   again on a finished ``checkpoint_last.pt`` it would make one more update), resuming from
+   again on a finished ``checkpoint_last.pt`` it would make one more update; that checkpoint
+   must record the training asked now, :func:`~.rerun.check_trained`), resuming from
    ``RUN/checkpoints/checkpoint_last.pt`` when one exists.  Its whole output is appended to
    ``RUN/train.log``; the lines with ``valid on``, ``progress: ``, ``done training`` or
    ``Error`` are echoed as `` [<run name>] <line>`` (:func:`console_line`);
@@ -50,8 +51,10 @@ from .decoding import (DECODE_PROGRESS_S, SAMPLE_LABEL, count_hypotheses, sample
                        split_size)
 from .devices import default_device
 from .locks import LockHeld, RunLock, held_by_parent
-from .presets import (PresetError, check_preset, load_presets, own_schedule, train_args,
-                      train_args_sha256)
+from .presets import (check_arch, check_preset, load_presets, own_schedule, preset_args_sha256,
+                      train_args, train_args_sha256)
+from .rerun import (ScheduleChanged, check_device, check_run_dir, check_trained,  # noqa: F401
+                    expected_schedule, scored)
 from .processes import GRACE_S, ProcessGroups, Stopping, stop_on_signals
 
 #: checkpoint selections: name -> (label of the scored best checkpoint, fairseq-train options)
@@ -86,10 +89,6 @@ class RunStopped(Exception):
         self.signal = sig
 
 
-class ScheduleChanged(UserError):
-    """A scored run whose recorded schedule differs from the schedule asked now."""
-
-
 @dataclass
 class RunResult:
     """Outcome of :func:`run_level`: ``status`` ``done`` (trained and scored now),
@@ -100,52 +99,6 @@ class RunResult:
     run_dir: str
     accuracy: Optional[float] = None
     reason: str = ""
-
-
-def scored(run_dir: str | os.PathLike, expected: Optional[dict] = None) -> Optional[float]:
-    """Accuracy in ``RUN_DIR/last/score.json``, or None when the run is not scored (the one
-    test of "already scored", used by the sweep and by :func:`run_level`).
-
-    Args:
-        expected: the schedule the run would train with now (:func:`expected_schedule`);
-            None skips the comparison.  A score without a recorded schedule (written before
-            schedules were recorded) is accepted.
-
-    Raises:
-        DataFormatError: the file exists but is not valid JSON.
-        ScheduleChanged: the score's ``max_update`` or arguments' hash differs from
-            ``expected``.
-    """
-    f = Path(run_dir) / "last" / "score.json"
-    if not f.exists():
-        return None
-    rec = read_json(f)
-    got = rec.get("schedule") or {}
-    if expected is not None and got.get("max_update") is not None:
-        fix = (f"Fix: move or remove {run_dir} to train it with the new schedule (or sweep "
-               "into another root), or ask for the schedule it was trained with")
-        if got["max_update"] != expected["max_update"]:
-            raise ScheduleChanged(f"{run_dir} was scored with max_update {got['max_update']}, "
-                                  f"the run asks {expected['max_update']}. {fix}")
-        if got.get("train_args_sha256") not in (None, expected["train_args_sha256"]):
-            raise ScheduleChanged(
-                f"{run_dir} was trained with other fairseq-train arguments (sha256 "
-                f"{got['train_args_sha256'][:12]}; the preset now gives "
-                f"{expected['train_args_sha256'][:12]}). {fix}")
-    return float(rec["accuracy"])
-
-
-def expected_schedule(spec: dict, databin: str | os.PathLike, epochs: Optional[float] = None,
-                      max_update: Optional[int] = None) -> Optional[dict]:
-    """``{"max_update", "train_args_sha256"}`` that a run of preset ``spec`` on ``databin``
-    with these overrides trains with (:func:`~.presets.train_args`,
-    :func:`~.presets.train_args_sha256`); None when the level is not there to compute it."""
-    try:
-        args = train_args(spec, databin, epochs, max_update)
-    except PresetError:
-        return None
-    return {"max_update": int(args[args.index("--max-update") + 1]),
-            "train_args_sha256": train_args_sha256(args)}
 
 
 def user_dir() -> Path:
@@ -244,7 +197,7 @@ def _score(run: Path, label: str, checkpoint: str, databin: str, presets: dict, 
     meta = resolve_provenance(gen, "last" if sample else label, presets,
                               path=str(run / "checkpoints" / checkpoint), data=databin,
                               preset=preset, model=model, seed=seed,
-                              own_schedule=own_schedule)
+                              own_schedule=own_schedule, args_sha256=preset_args_sha256)
     rec = write_score(gen, str(run / label), meta["meta"], meta["data"], "test", force=True,
                       sample=sample)
     print(score_lines(rec, "test", run / label), file=out, flush=True)
@@ -262,7 +215,10 @@ def _train(children: ProcessGroups, cmd: Sequence[str], run: Path, fds: tuple, o
         p = _start(children, cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                    errors="replace", pass_fds=fds,
                    env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        error = ""
         for line in p.stdout:
+            if "error: " in line:  # argparse's refusal, e.g. of an unknown preset argument
+                error = line.strip()
             log.write(line)
             log.flush()
             shown = console_line(line, run.name)
@@ -270,7 +226,10 @@ def _train(children: ProcessGroups, cmd: Sequence[str], run: Path, fds: tuple, o
                 print(shown, file=out, flush=True)
         rc = _wait(children, p)
     if rc != 0:
-        raise RunFailed(f"fairseq-train failed (exit {rc}): see {run / 'train.log'}")
+        said = f" ({error})" if error else ""
+        raise RunFailed(f"fairseq-train failed (exit {rc}){said}: see {run / 'train.log'}"
+                        + (". Fix: correct the preset's arguments (model_args, task_args, "
+                           "...) or the extra fairseq-train arguments" if error else ""))
 
 
 def _generate(children: ProcessGroups, cmd: Sequence[str], run: Path, label: str,
@@ -352,10 +311,14 @@ def run_level(preset: str, databin: str | os.PathLike, run_dir: str | os.PathLik
         a :class:`RunResult`; ``locked`` when another live process holds ``RUN_DIR/.lock``.
 
     Raises:
-        PresetError: an unknown preset, or its arguments cannot be built for the level.
+        PresetError: an unknown preset or arch, or its arguments cannot be built for the
+            level.
         DataDirError: ``databin`` is not a directory.
-        UserError: a bad ``select``, ``device`` or ``user_dir``, or ``--user-dir`` among
-            ``extra_args`` (it would reach fairseq-train but not fairseq-generate).
+        UserError: a bad ``select``, ``device`` (``gpu`` without one) or ``user_dir``, a
+            ``run_dir`` that is a file or holds ``:``, or ``--user-dir`` among ``extra_args``
+            (it would reach fairseq-train but not fairseq-generate).
+        ScheduleChanged: ``run_dir`` was scored, or trained (``checkpoints/trained``), with
+            another schedule, preset arguments, data or seed than asked now.
         RunFailed: a child process failed.
         RunStopped: SIGTERM/SIGINT stopped the run (its children exited, the lock is free).
     """
@@ -370,9 +333,10 @@ def run_level(preset: str, databin: str | os.PathLike, run_dir: str | os.PathLik
                         "fairseq-train but not fairseq-generate. Fix: pass it as "
                         "'fairseq-entropy run --user-dir DIR' (USER_DIR=DIR for train_level.sh)")
     plugin = str(check_user_dir(user_dir)) if user_dir is not None else None
+    check_run_dir(run_dir)
     table = load_presets(presets)
     check_preset(table, preset)
-    expected = expected_schedule(table[preset], databin, epochs, max_update)
+    expected = expected_schedule(table[preset], databin, epochs, max_update, seed)
     acc = scored(run, expected)
     if acc is not None:
         print(f"skip {run_dir} (already scored)", file=out, flush=True)
@@ -383,6 +347,9 @@ def run_level(preset: str, databin: str | os.PathLike, run_dir: str | os.PathLik
         raise DataDirError(f"{databin}: no such directory. Fix: pass the binarized level "
                            "(fairseq-entropy binarize BUILD_DIR --out DATABIN writes it)")
     train_args(table[preset], databin, epochs, max_update)
+    check_device(device)
+    check_arch(preset, table[preset], plugin)
+    check_trained(run, expected)
     lock = None
     if not held_by_parent(run):
         try:
@@ -427,6 +394,7 @@ def _run_locked(children, fds, presets, preset, databin, run, run_name, seed, ep
     run.mkdir(parents=True, exist_ok=True)
     trained = run / "checkpoints" / "trained"
     if trained.exists():
+        check_trained(run, expected)
         print(f"skip training {run_name} (finished before); decoding", file=out, flush=True)
     else:
         check_resume_data(run / "checkpoints" / "checkpoint_last.pt", databin)

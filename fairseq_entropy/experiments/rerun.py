@@ -1,0 +1,172 @@
+"""Whether a run directory may be skipped or its training reused: the training it records
+(in ``last/score.json`` or in its finished ``checkpoint_last.pt``) against the one a run asks
+now, and the checks of a run's directory and device made before anything is written."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Optional
+
+from ..analysis.provenance import read_checkpoint_info
+from ..errors import UserError
+from ..files import read_json
+from .presets import PresetError, train_args, train_args_sha256
+
+
+class ScheduleChanged(UserError):
+    """A scored run whose recorded schedule differs from the schedule asked now."""
+
+
+
+def scored(run_dir: str | os.PathLike, expected: Optional[dict] = None) -> Optional[float]:
+    """Accuracy in ``RUN_DIR/last/score.json``, or None when the run is not scored (the one
+    test of "already scored", used by the sweep and by :func:`run_level`).
+
+    Args:
+        expected: what the run would train with now (:func:`expected_schedule`); None skips
+            the comparison.  A score without a recorded schedule, data manifest or seed
+            (written before they were recorded) is accepted on that part.
+
+    Raises:
+        DataFormatError: the file exists but is not valid JSON.
+        ScheduleChanged: the score's ``max_update``, arguments' hash, training data or seed
+            differs from ``expected``.
+    """
+    f = Path(run_dir) / "last" / "score.json"
+    if not f.exists():
+        return None
+    rec = read_json(f)
+    if expected is not None:
+        got = dict(rec.get("schedule") or {})
+        got["data_manifest_sha256"] = rec.get("train_data_manifest_sha256") or \
+            rec.get("data_manifest_sha256")
+        got["seed"] = rec.get("seed")
+        got["data_label"] = _data_label(rec.get("experiment"), rec.get("level"),
+                                        rec.get("data_seed"))
+        check_same_training(run_dir, "scored", got, expected)
+    return float(rec["accuracy"])
+
+
+def _data_label(experiment, level, data_seed) -> str:
+    return f"{experiment or '?'} level {level or '?'} (data seed {data_seed})"
+
+
+def check_same_training(run_dir: str | os.PathLike, state: str, got: dict,
+                        expected: dict) -> None:
+    """Refuse a run directory whose recorded training (``got``: ``max_update``,
+    ``train_args_sha256``, ``data_manifest_sha256``, ``seed``, ``data_label``; a None value
+    is not compared) differs from what the run asks now (``expected``, of
+    :func:`expected_schedule`; ``state`` says what the directory holds, e.g. ``scored``).
+
+    Raises:
+        ScheduleChanged: naming the recorded and the asked value and the fix.
+    """
+    fix = (f"Fix: move or remove {run_dir} to train it anew (or sweep into another root), or "
+           "ask for what it was trained with")
+
+    def differs(key):
+        return got.get(key) is not None and expected.get(key) is not None and \
+            got[key] != expected[key]
+
+    if differs("max_update"):
+        raise ScheduleChanged(f"{run_dir} was {state} with max_update {got['max_update']}, "
+                              f"the run asks {expected['max_update']}. {fix}")
+    if differs("train_args_sha256"):
+        raise ScheduleChanged(
+            f"{run_dir} was {state} with other fairseq-train arguments (sha256 "
+            f"{got['train_args_sha256'][:12]}; the preset now gives "
+            f"{expected['train_args_sha256'][:12]}). {fix}")
+    if differs("data_manifest_sha256"):
+        raise ScheduleChanged(f"{run_dir} holds a run {state} on {got.get('data_label')}, the "
+                              f"run asks {expected.get('data_label')}. {fix}")
+    if differs("seed"):
+        raise ScheduleChanged(f"{run_dir} holds a run {state} with seed {got['seed']}, the run "
+                              f"asks --seed {expected['seed']}. {fix}")
+
+
+def check_trained(run_dir: str | os.PathLike, expected: Optional[dict]) -> None:
+    """Refuse to skip the training of a run directory whose ``checkpoints/trained`` marks a
+    finished training when its ``checkpoint_last.pt`` records another training
+    (:func:`check_same_training` of its ``max_update``, arguments' hash, data manifest and
+    seed) than the one asked now.  Nothing is checked without the marker or ``expected``.
+
+    Raises:
+        ScheduleChanged: the recorded and the asked training differ.
+        ScoreError: ``checkpoint_last.pt`` is unreadable.
+    """
+    ckpts = Path(run_dir) / "checkpoints"
+    last = ckpts / "checkpoint_last.pt"
+    if expected is None or not (ckpts / "trained").exists() or not last.is_file():
+        return
+    info = read_checkpoint_info(last)
+    t = info["training"]
+    got = {"max_update": t.get("max_update"), "train_args_sha256": t.get("train_args_sha256"),
+           "data_manifest_sha256": t.get("data_manifest_sha256") or None, "seed": info["seed"],
+           "data_label": _data_label(t.get("experiment"), t.get("level"), t.get("data_seed"))}
+    check_same_training(run_dir, "trained", got, expected)
+
+
+def expected_schedule(spec: dict, databin: str | os.PathLike, epochs: Optional[float] = None,
+                      max_update: Optional[int] = None, seed: Optional[int] = None
+                      ) -> Optional[dict]:
+    """What a run of preset ``spec`` on ``databin`` with these overrides trains with:
+    ``max_update`` and ``train_args_sha256`` (:func:`~.presets.train_args`,
+    :func:`~.presets.train_args_sha256`), ``data_manifest_sha256`` and ``data_label`` of the
+    level's ``manifest.json`` (None without one) and ``seed`` (None: not compared); None
+    when the level is not there to compute it."""
+    try:
+        args = train_args(spec, databin, epochs, max_update)
+    except PresetError:
+        return None
+    manifest = Path(databin) / "manifest.json"
+    sha, label = None, None
+    if manifest.is_file():
+        sha = hashlib.sha256(manifest.read_bytes()).hexdigest()
+        m = read_json(manifest)
+        label = f"{databin}: " + _data_label(m.get("experiment"), m.get("level"), m.get("seed"))
+    return {"max_update": int(args[args.index("--max-update") + 1]),
+            "train_args_sha256": train_args_sha256(args), "data_manifest_sha256": sha,
+            "data_label": label, "seed": seed}
+
+
+def check_run_dir(run_dir: str | os.PathLike, option: str = "RUN_DIR") -> None:
+    """Refuse a run directory that fairseq or the filesystem cannot take: one holding ``:``
+    (fairseq-generate reads ``--path a:b`` as an ensemble of checkpoints ``a`` and ``b``), or
+    a path that is an existing file.
+
+    Raises:
+        UserError: naming ``option``, the path, the cause and the fix.
+    """
+    if ":" in str(run_dir):
+        raise UserError(f"{option} {run_dir}: holds ':', and fairseq-generate reads ':' in "
+                        "--path as a list of checkpoints. Fix: choose a path without ':' "
+                        "(other characters, spaces included, are fine)")
+    p = Path(run_dir)
+    if p.exists() and not p.is_dir():
+        raise UserError(f"{option} {run_dir} is a file. Fix: pass a directory (new or "
+                        "existing) for the run, or move the file away")
+    for parent in p.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise UserError(f"{option} {run_dir}: {parent} is a file. Fix: choose a path "
+                                "whose parent folders are directories")
+            break
+
+
+def check_device(device: Optional[str]) -> None:
+    """Refuse ``device`` ``gpu`` where torch sees no CUDA device (fairseq-train would train
+    on the CPU without a word).  Imports torch for ``gpu`` only.
+
+    Raises:
+        UserError: ``gpu`` without a GPU (names the option, the variable and the fix).
+    """
+    if device != "gpu":
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        raise UserError("--device gpu (DEVICE=gpu for train_level.sh): torch sees no GPU on "
+                        "this machine (torch.cuda.is_available() is False). Fix: pass --device "
+                        "cpu (DEVICE=cpu), or run on a machine with a GPU")
