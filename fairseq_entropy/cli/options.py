@@ -132,10 +132,15 @@ processes = number(int, 1, CPU_CORES,
                         "its own fairseq in memory, and more than one per core is no faster)")
 
 
-def names(text: str) -> List[str]:
-    """Comma-separated names (verbs, component classes), blanks dropped; an empty list is
-    refused (argparse type)."""
-    return _not_empty([v.strip() for v in text.split(",") if v.strip()], text, "walk,jump")
+def names(text: str, example: str = "walk,jump") -> List[str]:
+    """Comma-separated names (verbs), blanks dropped; an empty list is refused, its fix
+    giving ``example`` (argparse type)."""
+    return _not_empty([v.strip() for v in text.split(",") if v.strip()], text, example)
+
+
+def component_names(text: str) -> List[str]:
+    """Comma-separated component classes, as :func:`names` (argparse type)."""
+    return names(text, "verb,direction")
 
 
 def progress(items, desc: str, unit: str, total=None):
