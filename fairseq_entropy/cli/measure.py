@@ -21,7 +21,7 @@ def add_parser(sub) -> None:
                    help="print one tab-separated row per file: sizes, the entropy (bits) of "
                         "every (component class, slot), unseen pairs and, with --train, the "
                         "atom and compound divergences")
-    m.add_argument("--components", type=options.component_names, default=None,
+    m.add_argument("--components", type=options.names, default=None,
                    help="comma-separated component classes to measure besides the verb slots: "
                         "verb, direction, modifier, repetition, conjunction (default: all)")
     m.add_argument("--slot-order", choices=["execution", "surface"], default="execution",

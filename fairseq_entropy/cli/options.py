@@ -132,15 +132,11 @@ processes = number(int, 1, CPU_CORES,
                         "its own fairseq in memory, and more than one per core is no faster)")
 
 
-def names(text: str, example: str = "walk,jump") -> List[str]:
-    """Comma-separated names (verbs), blanks dropped; an empty list is refused, its fix
-    giving ``example`` (argparse type)."""
-    return _not_empty([v.strip() for v in text.split(",") if v.strip()], text, example)
-
-
-def component_names(text: str) -> List[str]:
-    """Comma-separated component classes, as :func:`names` (argparse type)."""
-    return names(text, "verb,direction")
+def names(text: str) -> List[str]:
+    """Comma-separated names (verbs, component classes), blanks dropped; an empty list is
+    refused (argparse type)."""
+    return _not_empty([v.strip() for v in text.split(",") if v.strip()], text,
+                      "walk,jump for verbs, verb,direction for component classes")
 
 
 def progress(items, desc: str, unit: str, total=None):
