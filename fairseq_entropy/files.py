@@ -48,6 +48,7 @@ def iter_text_lines(path: str | os.PathLike) -> Iterator[Tuple[int, str]]:
         f = open(path, "rb")
     except FileNotFoundError:
         raise DataFormatError(f"{path}: file not found. Fix: check the path") from None
+    utf8 = path.with_name(f"{path.stem}.utf8{path.suffix}")  # the converted file, beside it
     with f:
         for lineno, raw in enumerate(f, 1):
             if lineno == 1 and raw.startswith(codecs.BOM_UTF8):
@@ -57,14 +58,14 @@ def iter_text_lines(path: str | os.PathLike) -> Iterator[Tuple[int, str]]:
                 raise DataFormatError(
                     f"{path}:{lineno}: holds a NUL byte at column {column} (a "
                     "binary file, or text in UTF-16). Fix: pass a UTF-8 text file, e.g. iconv "
-                    f"-f utf-16 -t utf-8 {path.name} > {path.stem}.utf8{path.suffix}")
+                    f"-f utf-16 -t utf-8 {path} > {utf8}")
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as e:
                 raise DataFormatError(
                     f"{path}:{lineno}: not valid UTF-8 (byte 0x{raw[e.start]:02x} at column "
                     f"{e.start + 1}). Fix: convert the file to UTF-8, e.g. iconv -f latin1 "
-                    f"-t utf-8 {path.name} > {path.stem}.utf8{path.suffix}") from None
+                    f"-t utf-8 {path} > {utf8}") from None
             yield lineno, line[:-2] + "\n" if line.endswith("\r\n") else line
 
 

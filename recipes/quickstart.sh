@@ -16,6 +16,30 @@
 # SIGTERM, SIGINT (Ctrl-C) or SIGHUP stops the running step with every process it started
 # (`make demo` passes its SIGTERM on), waits until they have exited and exits 128 + the signal.
 set -euo pipefail
+if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then
+  cat <<'EOF_HELP'
+usage: [VARIABLE=value ...] bash recipes/quickstart.sh
+Experiment 1 end to end: build, binarize, train, decode and score every level, then aggregate.
+Settings, all optional, come from environment variables:
+  OUT            output folder: data, data-bin, runs, results (default demo)
+  SEED           data and training seed (default 1)
+  LEVELS         comma-separated second-slot entropies in bits (default 0,0.5,1,1.5,2,2.5,3)
+  N              training commands per level (default 6000, the paper's)
+  PRESET         model preset (default: exp1_transformer_sinusoidal on a GPU,
+                 exp1_cnn_authors on a CPU)
+  EPOCHS         training epochs, overriding the preset's schedule
+  MAX_UPDATE     training updates, overriding the preset's schedule (200: a smoke run)
+  JOBS           levels trained at once (default: one per core on a CPU, 1 on a GPU)
+  SCORE_BEST     1: validate every epoch and also decode the best checkpoint on validation
+                 (default 0: the last checkpoint only, validating every 6 epochs)
+  DECODE_SAMPLE  decode only about this many test sentences (a smoke test; default: all)
+  BUILD_ARGS     extra 'fairseq-entropy build exp1' arguments, e.g. "--component direction"
+  BINARIZE_ARGS  extra 'fairseq-entropy binarize' arguments, e.g. "--spm-vocab 23"
+Re-running skips the levels already finished.  SIGTERM, SIGINT or SIGHUP stops every process
+it started and exits 128 + the signal.
+EOF_HELP
+  exit 0
+fi
 if [ $# -gt 0 ]; then
   echo "usage: [OUT=demo] [SEED=1] [LEVELS=0,0.5,1,1.5,2,2.5,3] [N=6000] [PRESET=...] [EPOCHS=E]" \
        "[MAX_UPDATE=U] [JOBS=J] [BUILD_ARGS=...] [BINARIZE_ARGS=...] $0" >&2
@@ -80,16 +104,17 @@ read -ra binarize_args <<< "${BINARIZE_ARGS:-}"
 # binarize arguments would be reused silently, so it is refused
 data_args="BUILD_ARGS=${BUILD_ARGS:-} BINARIZE_ARGS=${BINARIZE_ARGS:-}${N:+ N=$N}"
 if [ -f "$out/.data-args" ] && [ "$(cat "$out/.data-args")" != "$data_args" ]; then
-  echo "$out was made with $(cat "$out/.data-args"), not $data_args." \
+  echo "error: OUT=$out was made with $(cat "$out/.data-args"), not $data_args." \
        "Fix: choose another OUT, or the same arguments" >&2
   exit 2
 fi
-mkdir -p "$out" && echo "$data_args" > "$out/.data-args"
 if [ ! -f "$out/data-bin/.done-$seed-$levels" ]; then
   step fairseq-entropy build exp1 --out "$out/data/seed$seed" --levels "$levels" --seed "$seed" \
     ${N:+--n "$N"} "${build_args[@]}"
   step fairseq-entropy binarize "$out/data/seed$seed" --out "$out/data-bin/seed$seed" \
     "${binarize_args[@]}"
+  # recorded only once the data exist: a failed build leaves nothing that refuses its fix
+  echo "$data_args" > "$out/.data-args"
   touch "$out/data-bin/.done-$seed-$levels"
 fi
 

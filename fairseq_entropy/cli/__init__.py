@@ -27,8 +27,9 @@ Subcommands, one module each in this package (``add_parser(sub)`` declares the o
 
 A :class:`~fairseq_entropy.errors.UserError` (every domain error extends it) or an
 ``OSError`` is printed as one line ``fairseq-entropy: error: ...`` with exit status 2, and
-nothing is written; Ctrl-C prints one line and exits 130; any other exception is a bug and
-keeps its traceback.
+nothing is written; Ctrl-C (SIGINT) or SIGTERM stops the command where it is (temporary
+files and worker processes go with it), prints one line and exits 128 + the signal; any other
+exception is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import argparse
 import logging
 import signal
 import sys
+import threading
 from typing import Optional, Sequence
 
 from ..errors import UserError
@@ -77,6 +79,15 @@ def quiet_libraries() -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
+class Stopped(KeyboardInterrupt):
+    """SIGTERM, raised where the main thread is, so that it unwinds as Ctrl-C does: every
+    temporary directory is removed and every worker process is stopped on the way out."""
+
+
+def _raise_stopped(signum, frame):
+    raise Stopped()
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of ``fairseq-entropy``; returns the exit status (2 on a user error)."""
     quiet_libraries()
@@ -90,6 +101,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         argv = argv[:argv.index("--")]
     args = parser.parse_args(argv)
     args.fairseq_extra = extra
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _raise_stopped)
     try:
         status = COMMANDS[args.command].run(args)
     except UserError as e:
@@ -101,8 +114,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               "exists where an input is read and that you may write where an output goes",
               file=sys.stderr)
         return 2
-    except KeyboardInterrupt:  # Ctrl-C: every write goes through a temporary name
-        print(f"fairseq-entropy {args.command}: interrupted; what it was writing was left as "
-              "it was. Fix: run the same command again", file=sys.stderr)
-        return 128 + signal.SIGINT
+    except KeyboardInterrupt as e:  # every write goes through a temporary name
+        sig = signal.SIGTERM if isinstance(e, Stopped) else signal.SIGINT
+        print(f"fairseq-entropy {args.command}: interrupted by {sig.name} and stopped; what it "
+              "was writing was left as it was and its temporary files removed. Fix: run the "
+              "same command again", file=sys.stderr)
+        return 128 + sig
     return status or 0

@@ -26,9 +26,9 @@ def add_parser(sub) -> None:
                         "(default 0.05)")
     z.add_argument("--seed", type=options.seed, default=1,
                    help="seed of the held-out validation draw")
-    z.add_argument("--workers", type=options.positive_int, default=1,
+    z.add_argument("--workers", type=options.processes, default=1,
                    help="fairseq-preprocess worker processes per level")
-    z.add_argument("--jobs", type=options.positive_int, default=None,
+    z.add_argument("--jobs", type=options.processes, default=None,
                    help="levels binarized at once (default: one per CPU core)")
     z.add_argument("--spm-vocab", type=options.positive_int, default=None, metavar="N",
                    help="subword tokens: train an N-piece sentencepiece model on the training "
@@ -41,6 +41,30 @@ def add_parser(sub) -> None:
                         "actions, one joint dictionary) or source (commands only: the model is "
                         "trained on the commands and the actions stay whole words, so decoding "
                         "is the word-level task)")
+
+
+def check_out_apart(out: str, inputs: dict) -> None:
+    """Refuse an ``--out`` that is an input, lies inside one or holds one: the output replaces
+    ``--out`` as a whole when it is complete, so the input would be lost or written into.
+
+    Args:
+        out: the ``--out`` path.
+        inputs: option name -> path (or None when not given).
+
+    Raises:
+        UserError: names the option, both paths and the fix.
+    """
+    o = Path(out).resolve()
+    for option, path in inputs.items():
+        if not path:
+            continue
+        i = Path(path).resolve()
+        how = ("is" if o == i else "is inside" if i in o.parents else
+               "holds" if o in i.parents else None)
+        if how:
+            raise UserError(f"--out {out} {how} the input {option} {path}; binarizing replaces "
+                            "--out as a whole, so the input would be lost. Fix: choose an "
+                            "--out outside the input, e.g. data-bin/" + (Path(path).name or "out"))
 
 
 def run(args) -> None:
@@ -59,12 +83,16 @@ def run(args) -> None:
         raise UserError("--spm-side applies with --spm-vocab N (the subword model's size). "
                         "Fix: add --spm-vocab, or drop --spm-side")
     if args.build_dir and (args.train or args.valid or args.test):
-        raise UserError("pass either a build directory or --train/--valid/--test, not both")
+        raise UserError("pass either a build directory or --train/--valid/--test, not both. "
+                        "Fix: drop BUILD_DIR to binarize SCAN files, or drop --train/--valid/"
+                        "--test to binarize a build")
     if args.build_dir and args.valid_fraction is not None:
         raise UserError("--valid-fraction applies to --train files; a build directory has "
                         "its validation split. Fix: drop --valid-fraction (or rebuild with "
                         "'build ... --valid-fraction')")
     check_fairseq_path(args.out, "--out")
+    check_out_apart(args.out, {"BUILD_DIR": args.build_dir, "--train": args.train,
+                               "--valid": args.valid, "--test": args.test})
     if args.build_dir:
         check_fairseq_path(args.build_dir, "BUILD_DIR", ",")
         g = Grammar.by_name(args.grammar) if args.grammar else None

@@ -60,7 +60,7 @@ def add_parser(sub) -> None:
 def run(args) -> None:
     """``build exp1|exp2|scan``: generate data (:mod:`fairseq_entropy.scan.build_requests`,
     :func:`fairseq_entropy.scan.builders.write_scan_language`)."""
-    from ..scan.build_requests import level_summary, request_exp1, request_exp2
+    from ..scan.build_requests import check_verbs, level_summary, request_exp1, request_exp2
     from ..scan.builders import write_scan_language
     from ..scan.grammar import Grammar
     from ..scan.manifests import write_build
@@ -73,7 +73,7 @@ def run(args) -> None:
         return
     # the build is binarized next: fairseq-preprocess and fairseq-train would split its path
     check_fairseq_path(args.out, "--out")
-    grammar = Grammar.paper(args.verbs)
+    grammar = Grammar.paper(check_verbs(args.verbs))
     if args.experiment == "exp1":
         levels, params = request_exp1(
             grammar, args.levels, args.n, args.seed, args.valid_fraction, args.restricted_verb,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 from typing import List
 
@@ -67,6 +68,10 @@ def floats(text: str) -> List[float]:
     return _not_empty(values, text, "0,1.5,3")
 
 
+#: the most values a range ``A..B`` of :func:`ints` may hold
+MAX_RANGE = 1000
+
+
 def ints(text: str) -> List[int]:
     """Comma-separated integers and inclusive ranges, e.g. ``1,2,4`` or ``1..8`` (argparse
     type); an empty list or a range with nothing in it (``3..1``) is refused."""
@@ -76,6 +81,11 @@ def ints(text: str) -> List[int]:
             part = part.strip()
             if ".." in part:
                 a, b = part.split("..")
+                if int(b) - int(a) >= MAX_RANGE:
+                    raise argparse.ArgumentTypeError(
+                        f"the range {part!r} holds more than {MAX_RANGE} values, more than any "
+                        f"option takes (the most is one per verb or level). Fix: give a range "
+                        f"of the values you mean, e.g. 1..8")
                 if int(b) < int(a):
                     raise argparse.ArgumentTypeError(
                         f"the range {part!r} holds nothing (it runs down). Fix: write it low to "
@@ -114,10 +124,19 @@ count = number(int, 0, what="an integer >= 0")
 any_float = number(float, what="a number")
 
 
+#: CPU cores of this machine: the most worker processes an option may start
+CPU_CORES = os.cpu_count() or 1
+#: a count of worker processes, 1 .. :data:`CPU_CORES`
+processes = number(int, 1, CPU_CORES,
+                   what=f"1 to {CPU_CORES} processes (the CPU cores here: each process holds "
+                        "its own fairseq in memory, and more than one per core is no faster)")
+
+
 def names(text: str) -> List[str]:
     """Comma-separated names (verbs, component classes), blanks dropped; an empty list is
     refused (argparse type)."""
-    return _not_empty([v.strip() for v in text.split(",") if v.strip()], text, "walk,jump")
+    return _not_empty([v.strip() for v in text.split(",") if v.strip()], text,
+                      "walk,jump for verbs, verb,direction for component classes")
 
 
 def progress(items, desc: str, unit: str, total=None):

@@ -47,6 +47,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..errors import DataFormatError, UserError
 from ..files import read_text
+from ..scan.build_requests import check_build_args
 from ..scan.entropy import COMPONENT_VALUES
 from ..scan.grammar import PAPER_VERBS
 from ..scan.levels import level_name
@@ -456,6 +457,10 @@ def load_grid(path: str | Path, presets_path: Optional[str | Path] = None,
                        f"{', '.join(BUILD_OPTIONS)}, e.g. build_args = [\"--component\", "
                        "\"direction\", \"--restricted\", \"left\"] (the sweep sets --out, "
                        "--levels, --n and --seed)", "build_args")
+        try:
+            check_build_args(list(zip(build_args[::2], build_args[1::2])))
+        except UserError as e:
+            raise fail(f"build_args: {e}", "build_args") from None
     resources = raw.get("resources", {})
     if not isinstance(resources, dict):
         raise fail("resources must be a table, e.g. [resources] timeout_min = 60", "resources")

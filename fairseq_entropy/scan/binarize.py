@@ -235,12 +235,24 @@ def binarize_build_in_parallel(build_dir: str | os.PathLike, out: str | os.PathL
     if dirs == [Path(build_dir)]:
         return binarize_build(build_dir, out, grammar, workers, spm_model, spm_side)
     jobs = min(jobs or os.cpu_count() or 1, len(dirs))
-    with preprocess_processes(jobs), ThreadPoolExecutor(jobs) as pool:
-        futures = {pool.submit(binarize_build, d, Path(out) / d.name, grammar, workers,
-                               spm_model, spm_side): i for i, d in enumerate(dirs)}
-        done = {}
-        for f in each(as_completed(futures), len(futures)):
-            done[futures[f]] = f.result()  # the first error is raised here
+    # the threads end last: on Ctrl-C (or SIGTERM raised as KeyboardInterrupt) the levels not
+    # started are cancelled and the worker processes killed first, so the running levels fail
+    # at once and remove their temporary directories
+    pool = ThreadPoolExecutor(jobs)
+    try:
+        with preprocess_processes(jobs):
+            futures = {pool.submit(binarize_build, d, Path(out) / d.name, grammar, workers,
+                                   spm_model, spm_side): i for i, d in enumerate(dirs)}
+            done = {}
+            try:
+                for f in each(as_completed(futures), len(futures)):
+                    done[futures[f]] = f.result()  # the first error is raised here
+            except KeyboardInterrupt:
+                for f in futures:
+                    f.cancel()
+                raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
     return [o for i in sorted(done) for o in done[i]]
 
 

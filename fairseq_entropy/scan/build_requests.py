@@ -14,11 +14,11 @@ command prints per level.
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from .builders import AUTHORS_SUPPORT_ORDER, build_exp1, build_exp2
 from .components import build_exp1_component
-from .grammar import Grammar
+from .grammar import PAPER_VERBS, Grammar
 from .levels import BuildError, Level
 
 #: the value never executed first in training when ``--restricted`` is not given, per class
@@ -26,6 +26,71 @@ DEFAULT_RESTRICTED_VALUE = {"direction": "left", "modifier": "around", "repetiti
 
 #: a wrapper around the iterable of levels to build (e.g. a progress bar); identity by default
 Each = Callable[[Iterable], Iterable]
+
+
+def check_verbs(verbs: Sequence[str], option: str = "--verbs") -> Tuple[str, ...]:
+    """The verbs of a build, checked: each a verb of the paper's grammar (its fixed dictionary,
+    which ``binarize`` uses, has no other) and each named once.
+
+    Returns:
+        ``verbs`` as a tuple, in the given order.
+
+    Raises:
+        BuildError: an unknown or repeated verb; names ``option``, the verb, the grammar's
+            verbs and the fix.
+    """
+    given = ",".join(verbs)
+    unknown = [v for v in verbs if v not in PAPER_VERBS]
+    if unknown:
+        raise BuildError(f"{option} {given}: unknown verb(s) {', '.join(map(repr, unknown))}; "
+                         f"the paper's grammar has {','.join(PAPER_VERBS)}. Fix: choose verbs "
+                         "among these (lower case, one word each)")
+    twice = sorted({v for v in verbs if list(verbs).count(v) > 1})
+    if twice:
+        raise BuildError(f"{option} {given}: {', '.join(twice)} given more than once. Fix: "
+                         "name each verb once")
+    return tuple(verbs)
+
+
+def check_build_args(pairs: Sequence[Tuple[str, str]]) -> None:
+    """Check ``fairseq-entropy build exp1`` option-value pairs (a grid's ``build_args``) with
+    the checks ``build`` applies: each option once, ``--verbs`` by :func:`check_verbs`,
+    ``--valid-fraction`` a number in (0, 1), ``--component`` a class, ``--restricted`` a value
+    of it and ``--restricted-verb`` one of the verbs.
+
+    Raises:
+        BuildError: the first bad pair; names the option, the value and the fix.
+    """
+    from .entropy import COMPONENT_VALUES
+    from .levels import check_valid_fraction
+
+    opts: Dict[str, str] = {}
+    for k, v in pairs:
+        if k in opts:
+            raise BuildError(f"{k} is given twice ({opts[k]!r} and {v!r}). Fix: give it once")
+        opts[k] = v
+    verbs = check_verbs([x.strip() for x in opts.get("--verbs", ",".join(PAPER_VERBS))
+                         .split(",") if x.strip()])
+    if "--valid-fraction" in opts:
+        try:
+            fraction = float(opts["--valid-fraction"])
+        except ValueError:
+            raise BuildError(f"--valid-fraction {opts['--valid-fraction']!r} is not a number. "
+                             "Fix: e.g. 0.05") from None
+        check_valid_fraction(fraction)
+    component = opts.get("--component", "verb")
+    if component != "verb" and component not in DEFAULT_RESTRICTED_VALUE:
+        raise BuildError(f"--component {component}: unknown class. Fix: use verb, "
+                         f"{', '.join(DEFAULT_RESTRICTED_VALUE)}")
+    if "--restricted" in opts and (component == "verb" or opts["--restricted"]
+                                   not in COMPONENT_VALUES[component]):
+        fix = ("use --restricted-verb for verbs" if component == "verb" else
+               f"use one of {', '.join(COMPONENT_VALUES[component])}")
+        raise BuildError(f"--restricted {opts['--restricted']} is not a value of --component "
+                         f"{component}. Fix: {fix}")
+    if opts.get("--restricted-verb", "jump") not in verbs:
+        raise BuildError(f"--restricted-verb {opts.get('--restricted-verb', 'jump')}: not in "
+                         f"the verbs {','.join(verbs)}. Fix: pick one of them")
 
 
 def _identity(items: Iterable) -> Iterable:

@@ -48,8 +48,13 @@ def read_data_set(path: str | os.PathLike, grammar: Optional[str] = None) -> Lis
         DataFormatError: the file cannot be read, or a line the grammar rejects (names
             file:line and the fix).
         GrammarError: an unknown grammar name.
+        MeasureError: the data set holds no commands (an empty file, or an empty pair).
     """
-    g = Grammar.by_name(grammar) if grammar else guess_grammar(read_any(path))
+    examples = read_any(path)
+    if not examples:
+        raise MeasureError(f"{path} holds no commands; an empty data set has no counts or "
+                           "entropy to measure. Fix: pass a non-empty file")
+    g = Grammar.by_name(grammar) if grammar else guess_grammar(examples)
     return read_any(path, g)
 
 

@@ -150,8 +150,21 @@ def mixing_cells(name: str, n: int, values: Sequence[str], restricted: str, targ
         fix: the "Fix:" text of the error for a cell asking more than ``2 * cap`` commands.
 
     Raises:
-        BuildError: an unreachable target, or a cell asking for more commands than exist.
+        BuildError: an unreachable target, or a cell asking for more commands than exist
+            (at once, without counting up to ``n``, when ``n`` exceeds every cell together).
     """
+    pool = sum(2 * cap_of(v1, v2) for v1 in first_values for v2 in values)
+    if n > pool:
+        # no count vector fits (counting up to n would take as long as n); the fix is that of
+        # a request as large as the pool, which fails unless every cell fills exactly
+        fix_text = f"use N <= {pool}"
+        try:
+            mixing_cells(name, pool, values, restricted, target, first_values, cap_of,
+                         valid_fraction, fix)
+        except BuildError as e:
+            fix_text = str(e).split("Fix: ")[-1]
+        raise BuildError(f"level {name}: N={n} needs more commands than the {pool} that exist "
+                         f"in all its cells. Fix: {fix_text}")
     second = mixing_counts(n, values, restricted, target)
     train_cells = round_robin_cells(second, first_values)
     n_valid = int(round(valid_fraction * n))

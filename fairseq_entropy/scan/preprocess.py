@@ -11,6 +11,8 @@ the end of fairseq-preprocess's output.
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -30,7 +32,9 @@ def preprocess_processes(n: int):
     (whose import of fairseq costs several seconds, more than binarizing a level).
 
     Calls from several threads share the workers.  Outside the block, or nested, each call
-    starts its own ``python -m fairseq_cli.preprocess``.
+    starts its own ``python -m fairseq_cli.preprocess``.  When the block ends by an exception
+    (Ctrl-C, or SIGTERM raised as one) the workers are killed at once, so that none outlives this
+    process, and the calls still waiting on them fail.
     """
     global _PREPROCESS_POOL
     if _PREPROCESS_POOL is not None or n < 1:
@@ -43,6 +47,10 @@ def preprocess_processes(n: int):
     _PREPROCESS_POOL = pool
     try:
         yield
+    except KeyboardInterrupt:
+        for proc in list((pool._processes or {}).values()):
+            proc.kill()
+        raise
     finally:
         _PREPROCESS_POOL = None
         pool.shutdown(wait=True, cancel_futures=True)
@@ -85,6 +93,22 @@ def _preprocess_main(argv: List[str]) -> Tuple[int, str]:
     return status, buf.getvalue()
 
 
+def _run_in_own_group(cmd: List[str]) -> Tuple[int, str]:
+    """Run ``cmd`` in a process group of its own and return its exit status and output
+    (stdout and stderr together).  On any exception here (Ctrl-C, SIGTERM) the whole group is
+    killed, fairseq-preprocess's ``--workers`` pool included, before the exception goes on."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        out, _ = proc.communicate()
+    except BaseException:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
+    return proc.returncode, out
+
+
 def run_preprocess(src_dir: Path, dest: Path, dict_path: Path, splits: Sequence[str],
                    workers: int = 1, tgt_dict_path: Optional[Path] = None) -> None:
     """Run ``fairseq-preprocess`` on ``src_dir/{split}.{in,out}`` into ``dest`` with the
@@ -107,9 +131,7 @@ def run_preprocess(src_dir: Path, dest: Path, dict_path: Path, splits: Sequence[
     if pool is not None and workers == 1:
         status, log = pool.submit(_preprocess_main, argv).result()
     else:
-        res = subprocess.run([sys.executable, "-m", "fairseq_cli.preprocess", *argv],
-                             capture_output=True, text=True)
-        status, log = res.returncode, res.stdout + res.stderr
+        status, log = _run_in_own_group([sys.executable, "-m", "fairseq_cli.preprocess", *argv])
     if status != 0:
         raise BinarizeError(f"fairseq-preprocess failed on {src_dir}:\n{log[-2000:]}")
     # fairseq-preprocess logs "... N replaced by <unk>"; the vocabulary check makes it 0.
