@@ -44,6 +44,7 @@ KINDS = {
     ("aggregate", "roots"): "in-dir", ("aggregate", "out"): "out-dir",
     ("train-args", "preset"): "name", ("train-args", "data"): "in-dir",
     ("train-args", "presets"): "in-text", ("train-args", "field"): "name",
+    ("train-args", "user_dir"): "in-dir",
     ("run", "preset"): "name", ("run", "databin"): "in-dir", ("run", "run_dir"): "out-dir",
     ("run", "presets"): "in-text", ("run", "user_dir"): "in-dir",
     ("score", "presets"): "in-text",
