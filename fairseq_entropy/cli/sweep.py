@@ -65,7 +65,8 @@ def run(args) -> None:
         raise UserError(f"--recipe {args.recipe}: not a file. Fix: pass the train recipe "
                         "script, or leave --recipe out for the installed train_level.sh")
     device, gpus = detect_device(args.device, args.gpus)
-    slots = device_slots(args.jobs, device, gpus, args.per_gpu) \
+    slots = device_slots(args.jobs, device, gpus, args.per_gpu,
+                         gpus_given=args.gpus is not None) \
         if args.executor == "local" else [{}]
     shape = (f"{len(set(c.preset for c in cells))} preset(s) x {len(grid.n)} N x "
              f"{len(set(c.level for c in cells))} levels x {len(set(c.seed for c in cells))} "

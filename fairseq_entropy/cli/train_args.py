@@ -14,9 +14,9 @@ def add_parser(sub) -> None:
     t.add_argument("--presets", help="your presets file, added to the packaged presets.json "
                                      "(in fairseq_entropy/experiments; your presets may "
                                      "extend packaged ones by name)")
-    t.add_argument("--epochs", type=options.positive_float,
+    t.add_argument("--epochs", type=options.epochs,
                    help="epochs, overriding the preset's schedule")
-    t.add_argument("--max-update", type=options.positive_int,
+    t.add_argument("--max-update", type=options.max_update,
                    help="updates, overriding the preset's schedule")
     t.add_argument("--field", help="print one field of the preset instead (e.g. model)")
 

@@ -50,7 +50,7 @@ from ..files import read_text
 from ..scan.entropy import COMPONENT_VALUES
 from ..scan.grammar import PAPER_VERBS
 from ..scan.levels import level_name
-from .presets import load_presets
+from .presets import MAX_EPOCHS, MAX_UPDATE_LIMIT, load_presets
 
 #: the seeds the paper's authors trained with (their repository's run scripts)
 AUTHORS_SEEDS = (830, 231, 42, 9876, 2)
@@ -283,9 +283,9 @@ def check_values(raw: dict, text: str, path: Path) -> None:
     Checked: ``experiment``; ``levels`` (Experiment 1: entropies in [0, log2 of the number of
     values of the controlled class] bits, 3 for the paper's 8 verbs; Experiment 2: support
     sizes k, integers in 1..number of verbs); ``seeds`` (integers in 0..2**32-1); ``n``
-    (positive integers); ``presets`` (names); ``schedule`` (``"paper"``, a positive
-    ``epochs`` or a positive integer ``max_update``); ``title`` and ``notes`` (text).
-    Lists must be non-empty and hold each value once.
+    (positive integers); ``presets`` (names); ``schedule`` (``"paper"``, ``epochs``
+    in (0, MAX_EPOCHS] or an integer ``max_update`` in 1..MAX_UPDATE_LIMIT); ``title`` and
+    ``notes`` (text).  Lists must be non-empty and hold each value once.
 
     Raises:
         GridError: ``path:line: key ...`` naming the value, the valid range and the fix.
@@ -338,13 +338,16 @@ def check_values(raw: dict, text: str, path: Path) -> None:
     sched = raw.get("schedule", "paper")
     if sched != "paper":
         ok = isinstance(sched, dict) and len(sched) == 1 and (
-            ("epochs" in sched and _is_number(sched["epochs"]) and sched["epochs"] > 0) or
+            ("epochs" in sched and _is_number(sched["epochs"])
+             and 0 < sched["epochs"] <= MAX_EPOCHS) or
             ("max_update" in sched and _is_number(sched["max_update"])
-             and not isinstance(sched["max_update"], float) and sched["max_update"] > 0))
+             and not isinstance(sched["max_update"], float)
+             and 0 < sched["max_update"] <= MAX_UPDATE_LIMIT))
         if not ok:
             raise fail("schedule", f"= {sched!r}. Fix: \"paper\" (the presets' schedules), "
-                                   "{epochs = E} with E > 0 or {max_update = U} with an "
-                                   "integer U > 0")
+                                   f"{{epochs = E}} with 0 < E <= {MAX_EPOCHS} or "
+                                   f"{{max_update = U}} with an integer 0 < U <= "
+                                   f"{MAX_UPDATE_LIMIT}")
     for key in ("title", "notes"):
         if key in raw and not isinstance(raw[key], str):
             raise fail(key, f"must be text, got {raw[key]!r}. Fix: quote it")
@@ -363,9 +366,11 @@ def _check_resources(path: Path, text: str, resources: dict) -> None:
         if problem is None:
             continue
         if key in keys:
-            example = {int: "2", float: "4", bool: "true", str: '"value"'}[keys[key]]
-            raise GridError(f"{where}: [resources] {problem}. Fix: write it as "
-                            f"a {keys[key].__name__}, e.g. {key} = {example}")
+            want = keys[key] or float
+            example = {int: "2", float: "4", bool: "true", str: '"value"'}[want]
+            raise GridError(f"{where}: [resources] {problem}. Fix: write a "
+                            f"{'finite, positive ' if want in (int, float) else ''}"
+                            f"{want.__name__}, e.g. {key} = {example}")
         generic = sorted(k for k in keys
                          if k.split("_")[0] not in ("slurm", "local", "debug"))
         slurm_keys = sorted(k for k in keys if k.startswith("slurm_"))
