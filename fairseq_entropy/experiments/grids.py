@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..errors import DataFormatError, UserError
-from ..files import read_text
+from ..files import loads_json, read_text
 from ..scan.entropy import COMPONENT_VALUES
 from ..scan.grammar import PAPER_VERBS
 from ..scan.levels import level_name
@@ -251,7 +251,9 @@ def _read(path: Path) -> Tuple[dict, str]:
                         "from recipes/experiments/") from None
     if path.suffix == ".json":
         try:
-            return json.loads(text), text
+            return loads_json(text, path), text
+        except DataFormatError as e:  # a repeated key
+            raise GridError(str(e)) from None
         except json.JSONDecodeError as e:
             raise GridError(f"{path}:{e.lineno}: invalid JSON ({e.msg}). Fix: correct the "
                             "line") from None

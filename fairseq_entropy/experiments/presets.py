@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from ..errors import DataFormatError, UserError
-from ..files import read_json, read_text
+from ..files import loads_json, read_json, read_text
 
 DEFAULT_CRITERION = ["--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0",
                      "--report-accuracy"]
@@ -73,7 +73,8 @@ def read_presets_file(path=None) -> tuple:
     """The raw entries of a presets file and its text (default :func:`default_presets_path`).
 
     Raises:
-        PresetError: the file is missing, is not JSON, or is not an object of objects.
+        PresetError: the file is missing, empty, is not JSON, repeats a key in one object, or
+            is not an object of objects.
     """
     source = default_presets_path() if path is None else Path(path)
     if path is not None and not source.is_file():
@@ -85,12 +86,25 @@ def read_presets_file(path=None) -> tuple:
         text = source.read_text(encoding="utf-8") if path is None else read_text(source)
     except DataFormatError as e:
         raise PresetError(str(e)) from None
+    example = ('{"my_cnn": {"extends": "exp1_cnn_authors", "lr": 0.001}}')
+    if not text.strip():
+        raise PresetError(f"{source}:1: the presets file is empty. Fix: write an object mapping "
+                          f"preset names to objects, e.g. {example}")
     try:
-        raw = json.loads(text)
+        raw = loads_json(text, source)
     except json.JSONDecodeError as e:
-        raise PresetError(f"{source}:{e.lineno}: invalid JSON ({e.msg})") from None
-    if not isinstance(raw, dict) or not all(isinstance(v, dict) for v in raw.values()):
-        raise PresetError(f"{source}:1: expected an object mapping preset names to objects")
+        raise PresetError(f"{source}:{e.lineno}: invalid JSON ({e.msg}). Fix: correct that "
+                          "line (python -m json.tool FILE shows where)") from None
+    except DataFormatError as e:
+        raise PresetError(str(e)) from None
+    if not isinstance(raw, dict):
+        raise PresetError(f"{source}:1: expected an object mapping preset names to objects, "
+                          f"got a JSON {type(raw).__name__}. Fix: write e.g. {example}")
+    for name, value in raw.items():
+        if not isinstance(value, dict):
+            raise PresetError(f"{source}:{_line_of(text, name)}: preset {name!r} is a JSON "
+                              f"{type(value).__name__}, not an object. Fix: write it as an "
+                              f"object of preset keys, e.g. {example}")
     return raw, text, source
 
 
