@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import json
+import shlex
+
 from . import options
 
 
@@ -18,7 +21,9 @@ def add_parser(sub) -> None:
                    help="epochs, overriding the preset's schedule")
     t.add_argument("--max-update", type=options.max_update,
                    help="updates, overriding the preset's schedule")
-    t.add_argument("--field", help="print one field of the preset instead (e.g. model)")
+    t.add_argument("--field", help="print one field of the preset instead (e.g. model): a "
+                   "list field (model_args...) as shell words, epochs_by_train_size as JSON, "
+                   "a field the preset does not set as an empty line")
 
 
 def run(args) -> None:
@@ -28,12 +33,14 @@ def run(args) -> None:
 
     presets = load_presets(args.presets)
     preset = check_preset(presets, args.preset)
-    if args.field and args.field not in KNOWN_KEYS:
-        raise PresetError(f"--field {args.field}: not a preset field. Fix: one of "
-                          f"{', '.join(sorted(KNOWN_KEYS - {'extends'}))}")
+    fields = sorted(KNOWN_KEYS - {"extends"})  # extends is resolved when presets load
+    if args.field and args.field not in fields:
+        raise PresetError(f"--field {args.field}: not a field of a loaded preset. Fix: one of "
+                          f"{', '.join(fields)}")
     if args.field:
         value = preset.get(args.field, args.preset if args.field == "model" else None)
-        print(value if value is not None else "")
+        print("" if value is None else shlex.join(value) if isinstance(value, list)
+              else json.dumps(value, sort_keys=True) if isinstance(value, dict) else value)
         return
     # every token is checked free of spaces, quotes and globs: plain joining makes the line
     # usable both as an unquoted $(...) and with shlex.split / read -a

@@ -50,7 +50,7 @@ from ..files import loads_json, read_text
 from ..scan.entropy import COMPONENT_VALUES
 from ..scan.grammar import PAPER_VERBS
 from ..scan.levels import level_name
-from .presets import MAX_EPOCHS, MAX_UPDATE_LIMIT, load_presets
+from .presets import MAX_EPOCHS, MAX_UPDATE_LIMIT, PresetError, load_presets
 
 #: the seeds the paper's authors trained with (their repository's run scripts)
 AUTHORS_SEEDS = (830, 231, 42, 9876, 2)
@@ -427,13 +427,20 @@ def load_grid(path: str | Path, presets_path: Optional[str | Path] = None,
     sizes: List[Optional[int]] = [None] if exp == "exp2" else \
         [int(v) for v in raw.get("n", [6000])]
     names = raw["presets"]
+    # a value given on the command line is blamed on its option, not on the grid file
+    given = {"user_dir": user_dir, "presets_file": presets_path}
     presets_path = presets_path or _grid_path(path, raw, "presets_file", fail)
     user_dir = user_dir or _grid_path(path, raw, "user_dir", fail)
     if user_dir is not None and not (Path(user_dir) / "__init__.py").is_file():
-        raise fail(f"user_dir {user_dir}: not a Python package directory (no __init__.py in "
-                   "it). Fix: name the folder of your package, whose __init__.py imports "
-                   "fairseq_entropy and registers your models", "user_dir")
-    known = load_presets(presets_path)
+        why = (f"{user_dir}: not a Python package directory (no __init__.py in it). Fix: name "
+               "the folder of your package, whose __init__.py imports fairseq_entropy and "
+               "registers your models")
+        raise GridError(f"--user-dir {why}") if given["user_dir"] else \
+            fail(f"user_dir {why}", "user_dir")
+    try:
+        known = load_presets(presets_path)
+    except PresetError as e:
+        raise PresetError(f"--presets {e}" if given["presets_file"] else str(e)) from None
     models = {}
     for p in names:
         if p not in known:
