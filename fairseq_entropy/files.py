@@ -17,7 +17,10 @@ import contextlib
 import errno
 import glob
 import json
+import json.decoder
+import json.scanner
 import os
+import re
 import shutil
 import socket
 import tempfile
@@ -81,16 +84,77 @@ def read_text(path: str | os.PathLike) -> str:
     return "".join(line for _, line in iter_text_lines(path))
 
 
-def read_json(path: str | os.PathLike) -> dict:
-    """Read a JSON file (UTF-8).
+#: a JSON string or a bracket, for finding a key of one object in the text
+_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\]]')
+
+
+def _duplicate_line(text: str, start: int, end: int, key: str) -> int:
+    """1-based line of the second ``key`` of the object ``text[start:end]`` (``start`` just
+    after its ``{``), counting only the object's own keys, not those of nested values."""
+    depth, count = 0, 0
+    for m in _JSON_TOKEN.finditer(text, start, end):
+        tok = m.group()
+        if tok in "{[":
+            depth += 1
+        elif tok in "}]":
+            depth -= 1
+        elif depth == 0 and re.match(r"\s*:", text[m.end():end]) and json.loads(tok) == key:
+            count += 1
+            if count == 2:
+                return text.count("\n", 0, m.start()) + 1
+    return text.count("\n", 0, start) + 1
+
+
+class _UniqueKeyDecoder(json.JSONDecoder):
+    """A JSON decoder that refuses an object with a repeated key (the standard decoder keeps
+    the last value silently); the error is a :class:`DataFormatError` without the file."""
+
+    def __init__(self):
+        super().__init__()
+        self.parse_object = self._object
+        self.scan_once = json.scanner.py_make_scanner(self)
+
+    @staticmethod
+    def _object(s_and_end, strict, scan_once, object_hook, object_pairs_hook, memo=None):
+        pairs, end = json.decoder.JSONObject(s_and_end, strict, scan_once, None, list, memo)
+        seen = set()
+        for key, _ in pairs:
+            if key in seen:
+                line = _duplicate_line(s_and_end[0], s_and_end[1], end, key)
+                raise DataFormatError(f"{line}: key {key!r} is repeated in one object (JSON "
+                                      "would keep only the last value). Fix: keep one "
+                                      f"{json.dumps(key)} entry and remove or rename the other")
+            seen.add(key)
+        return dict(pairs), end
+
+
+def loads_json(text: str, source: str | os.PathLike):
+    """``json.loads(text)``, refusing an object with a repeated key.
+
+    Args:
+        text: the JSON text.
+        source: the file it came from (for the message).
 
     Raises:
-        DataFormatError: missing file, a directory, invalid UTF-8 or invalid JSON (names the
-            file and line).
+        json.JSONDecodeError: invalid JSON.
+        DataFormatError: ``source:line: key 'k' is repeated ...`` with the fix.
+    """
+    try:
+        return _UniqueKeyDecoder().decode(text)
+    except DataFormatError as e:
+        raise DataFormatError(f"{source}:{e}") from None
+
+
+def read_json(path: str | os.PathLike) -> dict:
+    """Read a JSON file (UTF-8; :func:`loads_json`).
+
+    Raises:
+        DataFormatError: missing file, a directory, invalid UTF-8, invalid JSON, or an object
+            with a repeated key (names the file and line).
     """
     text = read_text(path)
     try:
-        return json.loads(text)
+        return loads_json(text, path)
     except json.JSONDecodeError as e:
         raise DataFormatError(f"{path}:{e.lineno}: invalid JSON ({e.msg}). Fix: regenerate the "
                               "file with the command that wrote it") from None

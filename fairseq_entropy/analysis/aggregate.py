@@ -10,13 +10,18 @@ seed summary, the curves, the plots and the report.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
+import math
 import os
+import re
 from pathlib import Path
-from typing import Iterable, List, Sequence
+from typing import Iterable, List, Optional, Sequence
 
+from ..errors import UserError
 from ..files import atomic_write_text, read_json, read_lines
+from ..scan.grammar import PAPER_VERBS
 from .columns import (CHECKPOINT_LABELS, GRADED_COLUMNS, GROUP_COLUMNS,
                       OPTIONAL_RESULT_COLUMNS, RESULT_COLUMNS, SCHEDULE_COLUMNS,
                       UNKNOWN_SCHEDULE, ScoreError)
@@ -76,6 +81,7 @@ def read_results_tsv(path: str | os.PathLike) -> List[dict]:
                              f"{', '.join(CHECKPOINT_LABELS)}")
         row["schedule"] = row["schedule"] or UNKNOWN_SCHEDULE
         row["path"] = f"{path}:{lineno}"
+        check_row(row, row["path"], "restore the line from the run's score.json, or drop it")
         rows.append(row)
     return rows
 
@@ -91,26 +97,35 @@ def collect_scores(roots: Iterable[str | os.PathLike]) -> List[dict]:
     columns come from the score's ``schedule`` record (:func:`.provenance.schedule_label`;
     ``unknown`` for a score written before schedules were recorded).  A root that is a
     ``.tsv`` file is read as an earlier aggregate's ``results.tsv``
-    (:func:`read_results_tsv`).
+    (:func:`read_results_tsv`).  A file reached through several roots (a root given twice,
+    or one inside another) is read once.
 
     Raises:
         DataFormatError: an unreadable score or results file.
         ScoreError: a root that does not exist, no score file, a score file without the
-            provenance an aggregate needs, or one with an unknown checkpoint label; names the
-            file and the fix.
+            provenance an aggregate needs, one with an unknown checkpoint label, or a value of
+            the wrong type or out of range (:func:`check_row`); names the file and the fix.
     """
-    rows = []
+    rows, read = [], set()
     for root in roots:
         root = Path(root)
         if not root.exists():
             raise ScoreError(f"{root}: not found. Fix: pass run directories, score.json "
                              "files or results.tsv files")
         if root.is_file() and root.suffix == ".tsv":
-            rows.extend(read_results_tsv(root))
+            if root.resolve() not in read:
+                read.add(root.resolve())
+                rows.extend(read_results_tsv(root))
             continue
         files = [root] if root.is_file() else sorted(root.rglob("score.json"))
         for f in files:
+            if f.resolve() in read:  # a root given twice, or inside another root
+                continue
+            read.add(f.resolve())
             rec = read_json(f)
+            if not isinstance(rec, dict):
+                raise ScoreError(f"{f}:1: expected a JSON object, got a JSON "
+                                 f"{type(rec).__name__}. Fix: {_RESCORE}")
             missing = [c for c in RESULT_COLUMNS
                        if c not in OPTIONAL_RESULT_COLUMNS and rec.get(c) is None]
             if missing:
@@ -134,11 +149,106 @@ def collect_scores(roots: Iterable[str | os.PathLike]) -> List[dict]:
                 row["experiment"] = f"{rec['experiment']}+{rec['variant']}"
             if rec.get("test_sample"):  # a smoke test's score: never averaged with full ones
                 row["experiment"] = f"{row['experiment']}+{TEST_SAMPLE}"
+            check_row(row, str(f), _RESCORE, rec)
             rows.append(row)
     if not rows:
-        raise ScoreError(f"no score.json under {', '.join(map(str, roots))}")
+        tsv = [str(r) for r in roots if Path(r).suffix == ".tsv"]
+        dirs = [str(r) for r in roots if Path(r).suffix != ".tsv"]
+        found = "; ".join(filter(None, [
+            f"no score.json under {', '.join(dirs)}" if dirs else "",
+            f"no result rows in {', '.join(tsv)} (a header only)" if tsv else ""]))
+        raise ScoreError(f"{found}. Fix: pass run directories that hold scored runs (fairseq-"
+                         "entropy score writes RUN_DIR/<checkpoint>/score.json), or a "
+                         "results.tsv with rows")
     rows.sort(key=lambda r: (*order_key([r[c] for c in GROUP_COLUMNS]), int(r["seed"])))
     return rows
+
+
+#: the fix for a score.json that aggregate cannot use
+_RESCORE = ("score again with fairseq-entropy score --data LEVEL_DIR --preset NAME --seed S "
+            "--checkpoint last|best --force (or restore the file's value)")
+#: experiments a score may come from (before any ``+variant``)
+SCORE_EXPERIMENTS = ("exp1", "exp2", "scan")
+#: graded columns that are fractions (the others, chrF and BLEU, are percentages)
+_PERCENT_COLUMNS = ("chrf", "bleu")
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_real(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _entropy_cap(rec: Optional[dict]) -> float:
+    """The most bits a level's controlled slot can hold: log2 of its verbs, read from the
+    score's level manifest (``data``) when it is there, else the paper's 8 verbs (3 bits)."""
+    verbs = len(PAPER_VERBS)
+    manifest = Path(str((rec or {}).get("data") or "")) / "manifest.json"
+    if (rec or {}).get("data") and manifest.is_file():
+        with contextlib.suppress(UserError, OSError):
+            verbs = max(verbs, len(read_json(manifest).get("verbs") or ()))
+    return math.log2(verbs) + 1e-6
+
+
+def check_row(row: dict, where: str, fix: str, rec: Optional[dict] = None) -> None:
+    """Check the values of a result row that :func:`aggregate` groups and averages.
+
+    Checked: ``experiment`` (``exp1``/``exp2``/``scan``, then any ``+variant``), ``preset``
+    and ``model`` (names), ``n_train`` (a positive integer), ``level`` (``entropy_<bits>``
+    for exp1, ``support_<k>`` for exp2), ``entropy_bits`` and the level's bits (in [0, log2
+    of the verbs], :func:`_entropy_cap`), ``seed`` and ``data_seed`` (integers in
+    0..2**32-1), ``accuracy`` and the graded fractions (in [0, 1]; chrF and BLEU in
+    [0, 100]), and the schedule's ``updates``, ``epochs``, ``preset_max_update`` (positive).
+
+    Args:
+        row: a result row (:func:`collect_scores`).
+        where: the file (and line) it came from; fix: the fix to name.
+        rec: the ``score.json`` record, when the row came from one (for its data manifest).
+
+    Raises:
+        ScoreError: ``where: key = value ...`` with the valid values and ``fix``.
+    """
+    def fail(key, valid):
+        return ScoreError(f"{where}: {key} = {row.get(key)!r}, but it must be {valid}. "
+                          f"Fix: {fix}")
+
+    base = row["experiment"].split("+", 1)[0] if isinstance(row["experiment"], str) else None
+    if base not in SCORE_EXPERIMENTS:
+        raise fail("experiment", f"one of {', '.join(SCORE_EXPERIMENTS)}")
+    for key in ("preset", "model", "level"):
+        if not isinstance(row[key], str) or not row[key]:
+            raise fail(key, "a name (text)")
+    if not _is_int(row["n_train"]) or row["n_train"] < 1:
+        raise fail("n_train", "a positive integer")
+    for key in ("seed", "data_seed"):
+        if not (row[key] is None and key == "data_seed") and \
+                not (_is_int(row[key]) and 0 <= row[key] < 2 ** 32):
+            raise fail(key, "an integer in 0..2**32-1 (a JSON number, not text)")
+    bits = row["entropy_bits"]
+    need_cap = bits is not None and _is_real(bits) and bits > 3
+    m = re.fullmatch(r"entropy_(\d+(?:\.\d+)?)", row["level"])
+    if base == "exp1":
+        if not m:
+            raise fail("level", "entropy_<bits> for exp1, e.g. entropy_1.5")
+        need_cap = need_cap or float(m.group(1)) > 3
+    if base == "exp2" and not re.fullmatch(r"support_[1-9]\d*", row["level"]):
+        raise fail("level", "support_<k> for exp2, e.g. support_3")
+    cap = _entropy_cap(rec) if need_cap else 3.0 + 1e-6
+    if bits is not None and not (_is_real(bits) and 0 <= bits <= cap):
+        raise fail("entropy_bits", f"a number of bits in [0, {cap:.3g}] (log2 of the verbs)")
+    if m and base == "exp1" and float(m.group(1)) > cap:
+        raise fail("level", f"a level of at most {cap:.3g} bits (log2 of the verbs)")
+    for key in ("accuracy", *GRADED_COLUMNS):
+        top = 100 if key in _PERCENT_COLUMNS else 1
+        if (row.get(key) is not None or key == "accuracy") and \
+                not (_is_real(row.get(key)) and 0 <= row[key] <= top):
+            raise fail(key, f"a finite number in [0, {top}]")
+    for key in ("updates", "preset_max_update", "epochs"):
+        ok = _is_real if key == "epochs" else _is_int
+        if row.get(key) is not None and not (ok(row[key]) and row[key] > 0):
+            raise fail(key, "a positive number" if key == "epochs" else "a positive integer")
 
 
 def _tsv(records: Sequence[dict], columns: Sequence[str]) -> str:
@@ -164,12 +274,20 @@ def aggregate(roots: Sequence[str | os.PathLike], out_dir: str | os.PathLike) ->
         curve key -> rho or None).
 
     Raises:
-        ScoreError: see :func:`collect_scores` and :func:`.statistics.group_runs`.
+        ScoreError: ``out_dir`` is (inside) an input directory; see :func:`collect_scores`
+            and :func:`.statistics.group_runs`.
         DataFormatError: an unreadable input, or an output that cannot be written.
     """
+    out = Path(out_dir)
+    for root in map(Path, roots):
+        if root.is_dir() and (out.resolve() == root.resolve()
+                              or root.resolve() in out.resolve().parents):
+            raise ScoreError(f"--out {out}: inside the input {root}, so the report would be "
+                             "written among the runs (and read back as input by the next "
+                             "aggregate). Fix: choose an --out outside every input directory, "
+                             f"e.g. {root.resolve().parent / 'results'}")
     rows = collect_scores(roots)
     summary = summarize(rows)
-    out = Path(out_dir)
     atomic_write_text(out / "results.tsv", _tsv(rows, RESULT_COLUMNS + GRADED_COLUMNS))
     # curves are named by preset; the paper's model of a preset comes from its runs' model
     paper_of_preset = {r["preset"]: paper_model_name(r["model"]) for r in rows}

@@ -8,6 +8,8 @@ import os
 import sys
 from typing import List
 
+from ..experiments.presets import MAX_EPOCHS, MAX_UPDATE_LIMIT
+
 
 class DefaultsHelpFormatter(argparse.HelpFormatter):
     """Help that ends each option's text with ``(default: X)``, unless the text already names
@@ -122,6 +124,11 @@ positive_float = number(float, 0.0, low_open=True, what="a positive number")
 seed = number(int, 0, 2 ** 32 - 1, what="a seed between 0 and 2**32-1")
 count = number(int, 0, what="an integer >= 0")
 any_float = number(float, what="a number")
+#: a schedule's updates and epochs, bounded as presets and grids bound them
+max_update = number(int, 1, MAX_UPDATE_LIMIT,
+                    what=f"an integer number of updates in 1..{MAX_UPDATE_LIMIT}")
+epochs = number(float, 0.0, MAX_EPOCHS, low_open=True,
+                what=f"a number of epochs in (0, {MAX_EPOCHS}]")
 
 
 #: CPU cores of this machine: the most worker processes an option may start

@@ -14,9 +14,9 @@ USAGE = ("fairseq-entropy run PRESET LEVEL_DATABIN RUN_DIR [options] "
 
 def _add_options(p) -> None:
     p.add_argument("--seed", type=options.seed, default=1, help="training seed")
-    p.add_argument("--epochs", type=options.positive_float,
+    p.add_argument("--epochs", type=options.epochs,
                    help="epochs, overriding the preset's schedule (default: the preset's)")
-    p.add_argument("--max-update", type=options.positive_int,
+    p.add_argument("--max-update", type=options.max_update,
                    help="updates, overriding the preset's schedule (default: the preset's)")
     p.add_argument("--device", choices=["cpu", "gpu"],
                    help="where to train and decode (default: gpu when torch sees one)")

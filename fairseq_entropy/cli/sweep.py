@@ -39,6 +39,11 @@ def add_parser(sub) -> None:
                                     "with SEED, EPOCHS/MAX_UPDATE, DEVICE, PRESETS and "
                                     "USER_DIR in its environment (default: the installed "
                                     "train_level.sh, see fairseq-entropy recipes-dir)")
+    w.add_argument("--decode-sample", type=options.positive_int, metavar="N",
+                   help="a smoke test: each cell decodes about N test sentences with its last "
+                   "checkpoint (DECODE_SAMPLE=N in the recipe's environment) into "
+                   "RUN/sample/score.json; such a cell is not scored, so a later sweep "
+                   "without --decode-sample finishes it (local executor only)")
     w.add_argument("--presets", help="your presets file, added to the packaged presets.json "
                                      "(default: the grid's presets_file, if any)")
     w.add_argument("--user-dir", help="your --user-dir package (its __init__.py imports "
@@ -64,9 +69,16 @@ def run(args) -> None:
     if args.recipe and not Path(args.recipe).is_file():
         raise UserError(f"--recipe {args.recipe}: not a file. Fix: pass the train recipe "
                         "script, or leave --recipe out for the installed train_level.sh")
+    if args.decode_sample and args.executor != "local":
+        raise UserError(f"--decode-sample with --executor {args.executor}: sample decodes run "
+                        "with the local executor only. Fix: add --executor local, or leave "
+                        "--decode-sample out")
     device, gpus = detect_device(args.device, args.gpus)
-    slots = device_slots(args.jobs, device, gpus, args.per_gpu) \
+    slots = device_slots(args.jobs, device, gpus, args.per_gpu,
+                         gpus_given=args.gpus is not None) \
         if args.executor == "local" else [{}]
+    if args.decode_sample:
+        slots = [dict(s, DECODE_SAMPLE=str(args.decode_sample)) for s in slots]
     shape = (f"{len(set(c.preset for c in cells))} preset(s) x {len(grid.n)} N x "
              f"{len(set(c.level for c in cells))} levels x {len(set(c.seed for c in cells))} "
              "seeds")

@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import json
+import shlex
+
 from . import options
 
 
@@ -14,11 +17,13 @@ def add_parser(sub) -> None:
     t.add_argument("--presets", help="your presets file, added to the packaged presets.json "
                                      "(in fairseq_entropy/experiments; your presets may "
                                      "extend packaged ones by name)")
-    t.add_argument("--epochs", type=options.positive_float,
+    t.add_argument("--epochs", type=options.epochs,
                    help="epochs, overriding the preset's schedule")
-    t.add_argument("--max-update", type=options.positive_int,
+    t.add_argument("--max-update", type=options.max_update,
                    help="updates, overriding the preset's schedule")
-    t.add_argument("--field", help="print one field of the preset instead (e.g. model)")
+    t.add_argument("--field", help="print one field of the preset instead (e.g. model): a "
+                   "list field (model_args...) as shell words, epochs_by_train_size as JSON, "
+                   "a field the preset does not set as an empty line")
     t.add_argument("--user-dir", help="your --user-dir package, imported to check that the "
                                       "preset's arch is registered (needed for an arch of "
                                       "your own; default: fairseq's and this plugin's)")
@@ -33,12 +38,14 @@ def run(args) -> None:
 
     presets = load_presets(args.presets)
     preset = check_preset(presets, args.preset)
-    if args.field and args.field not in KNOWN_KEYS:
-        raise PresetError(f"--field {args.field}: not a preset field. Fix: one of "
-                          f"{', '.join(sorted(KNOWN_KEYS - {'extends'}))}")
+    fields = sorted(KNOWN_KEYS - {"extends"})  # extends is resolved when presets load
+    if args.field and args.field not in fields:
+        raise PresetError(f"--field {args.field}: not a field of a loaded preset. Fix: one of "
+                          f"{', '.join(fields)}")
     if args.field:
         value = preset.get(args.field, args.preset if args.field == "model" else None)
-        print(value if value is not None else "")
+        print("" if value is None else shlex.join(value) if isinstance(value, list)
+              else json.dumps(value, sort_keys=True) if isinstance(value, dict) else value)
         return
     check_fairseq_path(args.data, "--data", ":")
     user_dir = check_user_dir(args.user_dir) if args.user_dir is not None else None

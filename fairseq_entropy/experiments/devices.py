@@ -5,6 +5,12 @@ from __future__ import annotations
 import os
 from typing import Dict, List, Optional, Tuple
 
+from ..errors import UserError
+
+
+class DeviceError(UserError, ValueError):
+    """A sweep's device request that this machine cannot meet (no GPU, too many jobs)."""
+
 
 def gpu_count() -> int:
     """``torch.cuda.device_count()`` (imports torch)."""
@@ -40,7 +46,8 @@ def detect_device(device: str = "auto", gpus: Optional[int] = None) -> Tuple[str
 
 
 def device_slots(jobs: Optional[int], device: str, gpus: int = 0,
-                 per_gpu: int = 1, cores: Optional[int] = None) -> List[Dict[str, str]]:
+                 per_gpu: int = 1, cores: Optional[int] = None,
+                 gpus_given: bool = False) -> List[Dict[str, str]]:
     """Worker slots: the environment each concurrently running cell gets.
 
     Args:
@@ -49,6 +56,7 @@ def device_slots(jobs: Optional[int], device: str, gpus: int = 0,
         gpus: number of GPUs (e.g. ``torch.cuda.device_count()``).
         per_gpu: runs packed on each GPU (K).
         cores: CPU cores (default ``os.cpu_count()``).
+        gpus_given: ``gpus`` came from the user's ``--gpus`` (for the message).
 
     Returns:
         one dict per slot. CPU: ``DEVICE=cpu``, ``OMP_NUM_THREADS=1``. GPU: ``DEVICE=gpu``
@@ -56,16 +64,18 @@ def device_slots(jobs: Optional[int], device: str, gpus: int = 0,
         that the first slots spread over all GPUs), at most ``per_gpu`` slots per GPU.
 
     Raises:
-        ValueError: a GPU sweep without GPUs, or more jobs than ``gpus x per_gpu``.
+        DeviceError: a GPU sweep without GPUs, or more jobs than ``gpus x per_gpu``.
     """
     if device == "cpu":
         n = jobs or cores or os.cpu_count() or 1
         return [{"DEVICE": "cpu", "OMP_NUM_THREADS": "1"} for _ in range(n)]
     if gpus < 1:
-        raise ValueError("no GPU found. Fix: run with --device cpu, or on a machine with a GPU")
+        given = "--gpus 0 was given" if gpus == 0 and gpus_given else "torch sees none"
+        raise DeviceError(f"--device gpu: no GPU found ({given}). Fix: run with --device cpu "
+                          "(or --device auto), or on a machine with a GPU")
     capacity = gpus * per_gpu
     n = jobs or capacity
     if n > capacity:
-        raise ValueError(f"--jobs {n} exceeds {gpus} GPU(s) x {per_gpu} run(s) per GPU. Fix: "
+        raise DeviceError(f"--jobs {n} exceeds {gpus} GPU(s) x {per_gpu} run(s) per GPU. Fix: "
                          f"raise --per-gpu to {-(-n // gpus)} or lower --jobs")
     return [{"DEVICE": "gpu", "CUDA_VISIBLE_DEVICES": str(i % gpus)} for i in range(n)]

@@ -46,12 +46,12 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..errors import DataFormatError, UserError
-from ..files import read_text
+from ..files import loads_json, read_text
 from ..scan.build_requests import check_build_args
 from ..scan.entropy import COMPONENT_VALUES
 from ..scan.grammar import PAPER_VERBS
 from ..scan.levels import level_name
-from .presets import load_presets
+from .presets import MAX_EPOCHS, MAX_UPDATE_LIMIT, PresetError, load_presets
 
 #: the seeds the paper's authors trained with (their repository's run scripts)
 AUTHORS_SEEDS = (830, 231, 42, 9876, 2)
@@ -252,7 +252,9 @@ def _read(path: Path) -> Tuple[dict, str]:
                         "from recipes/experiments/") from None
     if path.suffix == ".json":
         try:
-            return json.loads(text), text
+            return loads_json(text, path), text
+        except DataFormatError as e:  # a repeated key
+            raise GridError(str(e)) from None
         except json.JSONDecodeError as e:
             raise GridError(f"{path}:{e.lineno}: invalid JSON ({e.msg}). Fix: correct the "
                             "line") from None
@@ -284,9 +286,9 @@ def check_values(raw: dict, text: str, path: Path) -> None:
     Checked: ``experiment``; ``levels`` (Experiment 1: entropies in [0, log2 of the number of
     values of the controlled class] bits, 3 for the paper's 8 verbs; Experiment 2: support
     sizes k, integers in 1..number of verbs); ``seeds`` (integers in 0..2**32-1); ``n``
-    (positive integers); ``presets`` (names); ``schedule`` (``"paper"``, a positive
-    ``epochs`` or a positive integer ``max_update``); ``title`` and ``notes`` (text).
-    Lists must be non-empty and hold each value once.
+    (positive integers); ``presets`` (names); ``schedule`` (``"paper"``, ``epochs``
+    in (0, MAX_EPOCHS] or an integer ``max_update`` in 1..MAX_UPDATE_LIMIT); ``title`` and
+    ``notes`` (text).  Lists must be non-empty and hold each value once.
 
     Raises:
         GridError: ``path:line: key ...`` naming the value, the valid range and the fix.
@@ -339,13 +341,16 @@ def check_values(raw: dict, text: str, path: Path) -> None:
     sched = raw.get("schedule", "paper")
     if sched != "paper":
         ok = isinstance(sched, dict) and len(sched) == 1 and (
-            ("epochs" in sched and _is_number(sched["epochs"]) and sched["epochs"] > 0) or
+            ("epochs" in sched and _is_number(sched["epochs"])
+             and 0 < sched["epochs"] <= MAX_EPOCHS) or
             ("max_update" in sched and _is_number(sched["max_update"])
-             and not isinstance(sched["max_update"], float) and sched["max_update"] > 0))
+             and not isinstance(sched["max_update"], float)
+             and 0 < sched["max_update"] <= MAX_UPDATE_LIMIT))
         if not ok:
             raise fail("schedule", f"= {sched!r}. Fix: \"paper\" (the presets' schedules), "
-                                   "{epochs = E} with E > 0 or {max_update = U} with an "
-                                   "integer U > 0")
+                                   f"{{epochs = E}} with 0 < E <= {MAX_EPOCHS} or "
+                                   f"{{max_update = U}} with an integer 0 < U <= "
+                                   f"{MAX_UPDATE_LIMIT}")
     for key in ("title", "notes"):
         if key in raw and not isinstance(raw[key], str):
             raise fail(key, f"must be text, got {raw[key]!r}. Fix: quote it")
@@ -364,9 +369,11 @@ def _check_resources(path: Path, text: str, resources: dict) -> None:
         if problem is None:
             continue
         if key in keys:
-            example = {int: "2", float: "4", bool: "true", str: '"value"'}[keys[key]]
-            raise GridError(f"{where}: [resources] {problem}. Fix: write it as "
-                            f"a {keys[key].__name__}, e.g. {key} = {example}")
+            want = keys[key] or float
+            example = {int: "2", float: "4", bool: "true", str: '"value"'}[want]
+            raise GridError(f"{where}: [resources] {problem}. Fix: write a "
+                            f"{'finite, positive ' if want in (int, float) else ''}"
+                            f"{want.__name__}, e.g. {key} = {example}")
         generic = sorted(k for k in keys
                          if k.split("_")[0] not in ("slurm", "local", "debug"))
         slurm_keys = sorted(k for k in keys if k.startswith("slurm_"))
@@ -421,13 +428,20 @@ def load_grid(path: str | Path, presets_path: Optional[str | Path] = None,
     sizes: List[Optional[int]] = [None] if exp == "exp2" else \
         [int(v) for v in raw.get("n", [6000])]
     names = raw["presets"]
+    # a value given on the command line is blamed on its option, not on the grid file
+    given = {"user_dir": user_dir, "presets_file": presets_path}
     presets_path = presets_path or _grid_path(path, raw, "presets_file", fail)
     user_dir = user_dir or _grid_path(path, raw, "user_dir", fail)
     if user_dir is not None and not (Path(user_dir) / "__init__.py").is_file():
-        raise fail(f"user_dir {user_dir}: not a Python package directory (no __init__.py in "
-                   "it). Fix: name the folder of your package, whose __init__.py imports "
-                   "fairseq_entropy and registers your models", "user_dir")
-    known = load_presets(presets_path)
+        why = (f"{user_dir}: not a Python package directory (no __init__.py in it). Fix: name "
+               "the folder of your package, whose __init__.py imports fairseq_entropy and "
+               "registers your models")
+        raise GridError(f"--user-dir {why}") if given["user_dir"] else \
+            fail(f"user_dir {why}", "user_dir")
+    try:
+        known = load_presets(presets_path)
+    except PresetError as e:
+        raise PresetError(f"--presets {e}" if given["presets_file"] else str(e)) from None
     models = {}
     for p in names:
         if p not in known:

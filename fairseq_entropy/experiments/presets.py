@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from ..errors import DataFormatError, UserError
-from ..files import read_json, read_text
+from ..files import loads_json, read_json, read_text
 
 DEFAULT_CRITERION = ["--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0",
                      "--report-accuracy"]
@@ -45,6 +45,10 @@ LIST_KEYS = ("optimizer_args", "task_args", "model_args", "criterion_args", "ext
 KNOWN_KEYS = frozenset(LIST_KEYS) | {
     "model", "arch", "experiment", "batch_size", "epochs", "epochs_by_train_size",
     "epochs_formula", "lr", "warmup_fraction", "min_lr_ratio", "notes", "extends"}
+#: the most updates a schedule may ask for (``max_update`` of a grid, ``--max-update``)
+MAX_UPDATE_LIMIT = 10 ** 9
+#: the most epochs a schedule may ask for (a preset's, a grid's, ``--epochs``)
+MAX_EPOCHS = 10 ** 5
 #: keys that may be written with a trailing ``+`` to append to the inherited value
 APPENDABLE_KEYS = frozenset(LIST_KEYS) | {"notes"}
 
@@ -69,7 +73,8 @@ def read_presets_file(path=None) -> tuple:
     """The raw entries of a presets file and its text (default :func:`default_presets_path`).
 
     Raises:
-        PresetError: the file is missing, is not JSON, or is not an object of objects.
+        PresetError: the file is missing, empty, is not JSON, repeats a key in one object, or
+            is not an object of objects.
     """
     source = default_presets_path() if path is None else Path(path)
     if path is not None and not source.is_file():
@@ -81,12 +86,25 @@ def read_presets_file(path=None) -> tuple:
         text = source.read_text(encoding="utf-8") if path is None else read_text(source)
     except DataFormatError as e:
         raise PresetError(str(e)) from None
+    example = ('{"my_cnn": {"extends": "exp1_cnn_authors", "lr": 0.001}}')
+    if not text.strip():
+        raise PresetError(f"{source}:1: the presets file is empty. Fix: write an object mapping "
+                          f"preset names to objects, e.g. {example}")
     try:
-        raw = json.loads(text)
+        raw = loads_json(text, source)
     except json.JSONDecodeError as e:
-        raise PresetError(f"{source}:{e.lineno}: invalid JSON ({e.msg})") from None
-    if not isinstance(raw, dict) or not all(isinstance(v, dict) for v in raw.values()):
-        raise PresetError(f"{source}:1: expected an object mapping preset names to objects")
+        raise PresetError(f"{source}:{e.lineno}: invalid JSON ({e.msg}). Fix: correct that "
+                          "line (python -m json.tool FILE shows where)") from None
+    except DataFormatError as e:
+        raise PresetError(str(e)) from None
+    if not isinstance(raw, dict):
+        raise PresetError(f"{source}:1: expected an object mapping preset names to objects, "
+                          f"got a JSON {type(raw).__name__}. Fix: write e.g. {example}")
+    for name, value in raw.items():
+        if not isinstance(value, dict):
+            raise PresetError(f"{source}:{_line_of(text, name)}: preset {name!r} is a JSON "
+                              f"{type(value).__name__}, not an object. Fix: write it as an "
+                              f"object of preset keys, e.g. {example}")
     return raw, text, source
 
 
@@ -213,7 +231,8 @@ def _number(v) -> bool:
 VALUE_CHECKS = {
     "batch_size": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0,
                    "a positive integer"),
-    "epochs": (lambda v: _number(v) and v > 0, "a positive number"),
+    "epochs": (lambda v: _number(v) and 0 < v <= MAX_EPOCHS,
+               f"a positive number <= {MAX_EPOCHS} (MAX_EPOCHS)"),
     "lr": (lambda v: _number(v) and v > 0, "a positive number"),
     "warmup_fraction": (lambda v: _number(v) and 0 <= v < 1, "a number in [0, 1)"),
     "min_lr_ratio": (lambda v: _number(v) and 0 <= v <= 1, "a number in [0, 1]"),
@@ -224,8 +243,10 @@ VALUE_CHECKS = {
     "epochs_formula": (lambda v: isinstance(v, str), "a formula in k, e.g. \"64-8*(k-1)\""),
     "epochs_by_train_size": (
         lambda v: isinstance(v, dict) and all(
-            str(k).isdigit() and int(k) > 0 and _number(e) and e > 0 for k, e in v.items()),
-        "an object mapping training sizes to positive epochs, e.g. {\"6000\": 24}"),
+            str(k).isdigit() and int(k) > 0 and _number(e) and 0 < e <= MAX_EPOCHS
+            for k, e in v.items()),
+        f"an object mapping training sizes to positive epochs <= {MAX_EPOCHS} (MAX_EPOCHS), "
+        "e.g. {\"6000\": 24}"),
 }
 
 
@@ -257,9 +278,11 @@ def check_preset_values(name: str, preset: dict, where: str) -> None:
         if key in preset and not ok(preset[key]):
             raise fail(key, preset[key], valid)
     if "epochs_formula" in preset:
-        valid = "a formula in k (+ - * // and parentheses) giving positive epochs for k = 1..8"
+        valid = ("a formula in k (+ - * // and parentheses) giving positive epochs <= "
+                 f"{MAX_EPOCHS} (MAX_EPOCHS) for k = 1..8")
         try:
-            if any(eval_epochs(preset["epochs_formula"], k) <= 0 for k in range(1, 9)):
+            if any(not 0 < eval_epochs(preset["epochs_formula"], k) <= MAX_EPOCHS
+                   for k in range(1, 9)):
                 raise fail("epochs_formula", preset["epochs_formula"], valid)
         except (PresetError, SyntaxError, ZeroDivisionError):
             raise fail("epochs_formula", preset["epochs_formula"], valid) from None

@@ -9,6 +9,7 @@ seconds after it ended (:func:`squeue_states`).
 from __future__ import annotations
 
 import logging
+import math
 import os
 import subprocess
 from typing import Dict, Optional
@@ -22,6 +23,10 @@ CANCELLED_STATES = ("CANCELLED", "TIMEOUT", "PREEMPTED", "DEADLINE", "NODE_FAIL"
 ACTIVE_STATES = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "RESIZING",
                  "SUSPENDED", "STOPPED", "SIGNALING", "STAGE_OUT", "REQUEUE_HOLD",
                  "REQUEUE_FED", "RESV_DEL_HOLD", "SPECIAL_EXIT")
+
+
+#: numeric ``[resources]`` parameters that may be 0 (every other number must be > 0)
+ZERO_RESOURCES = ("gpus_per_node",)
 
 
 def resource_keys() -> Dict[str, Optional[type]]:
@@ -46,16 +51,27 @@ def resource_keys() -> Dict[str, Optional[type]]:
 def resource_problem(key: str, value: object,
                      keys: Optional[Dict[str, Optional[type]]] = None) -> Optional[str]:
     """Why ``key = value`` cannot be a ``[resources]`` entry, or None when it can (see
-    :func:`resource_keys`; an integer is a valid float)."""
+    :func:`resource_keys`; an integer is a valid float).  A number must be finite, and a
+    typed numeric parameter (``timeout_min``, ``cpus_per_task``, ``mem_gb``, ``nodes``...)
+    positive (``gpus_per_node``: >= 0, :data:`ZERO_RESOURCES`)."""
     keys = resource_keys() if keys is None else keys
     if key not in keys:
         return f"unknown key {key!r}"
     want = keys[key]
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if number and not math.isfinite(value):
+        return f"{key} = {value!r} is not a finite number"
     if want is None:
         return None
-    ok = (isinstance(value, (int, float)) and not isinstance(value, bool)) if want is float \
+    ok = number if want is float \
         else isinstance(value, want) and (want is bool or not isinstance(value, bool))
-    return None if ok else f"{key} = {value!r} is not of type {want.__name__}"
+    if not ok:
+        return f"{key} = {value!r} is not of type {want.__name__}"
+    if want in (int, float):
+        zero_ok = key.split("_", 1)[-1] in ZERO_RESOURCES or key in ZERO_RESOURCES
+        if value < 0 or (value == 0 and not zero_ok):
+            return f"{key} = {value!r} must be {'>= 0' if zero_ok else '> 0'}"
+    return None
 
 
 def array_id(job_id: str) -> str:

@@ -1,0 +1,259 @@
+"""Misuse of aggregate, grids, presets and sweep, kind by kind: hand-edited score files and
+result rows, numbers out of range (resources, schedules), repeated JSON keys, outputs inside
+inputs, command-line values blamed on their option, and sample-only sweeps."""
+import json
+from pathlib import Path
+
+import pytest
+
+from fairseq_entropy.analysis.aggregate import collect_scores, read_results_tsv
+from fairseq_entropy.analysis.columns import ScoreError
+from fairseq_entropy.cli import main as cli
+from fairseq_entropy.errors import DataFormatError
+from fairseq_entropy.experiments import sweep
+from fairseq_entropy.experiments.grids import GridError, load_grid
+from fairseq_entropy.experiments.presets import PresetError, load_presets
+from fairseq_entropy.files import loads_json
+
+REPO = Path(__file__).resolve().parents[1]
+GRID = """experiment = "exp1"
+presets = ["exp1_cnn"]
+levels = [0, 3]
+seeds = [1]
+n = [6000]
+"""
+
+
+def score(path: Path, **changes) -> Path:
+    rec = {"experiment": "exp1", "preset": "exp1_cnn", "model": "cnn", "n_train": 6000,
+           "level": "entropy_1.5", "entropy_bits": 1.5, "checkpoint": "last", "seed": 1,
+           "data_seed": 1, "accuracy": 0.25}
+    rec.update(changes)
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "score.json").write_text(json.dumps(rec))
+    return path / "score.json"
+
+
+def one_error_line(err: str) -> str:
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert "Traceback" not in err and lines, err
+    assert "error:" in lines[-1] and "Fix:" in lines[-1], err
+    return lines[-1]
+
+
+# -------------------------------------------------------------- hand-edited score.json
+@pytest.mark.parametrize("key,value,valid", [
+    ("seed", "1", "an integer in 0..2**32-1"),
+    ("accuracy", float("nan"), "a finite number in [0, 1]"),
+    ("accuracy", 1.7, "a finite number in [0, 1]"),
+    ("experiment", "exp3", "one of exp1, exp2, scan"),
+    ("n_train", 0, "a positive integer"),
+    ("level", "support_3", "entropy_<bits> for exp1"),
+    ("entropy_bits", -0.5, "a number of bits in [0, 3]"),
+])
+def test_a_malformed_score_value_is_refused_naming_file_and_key(tmp_path, key, value, valid):
+    good = score(tmp_path / "runs" / "a")
+    bad = score(tmp_path / "runs" / "b", **{key: value})
+    with pytest.raises(ScoreError) as e:
+        collect_scores([tmp_path / "runs"])
+    msg = str(e.value)
+    assert msg.startswith(f"{bad}: {key} = {value!r}") and valid in msg and "Fix:" in msg
+    assert collect_scores([good])[0]["seed"] == 1
+
+
+def test_a_level_above_the_verbs_entropy_is_refused(tmp_path):
+    f = score(tmp_path / "r", level="entropy_9.0", entropy_bits=9)
+    with pytest.raises(ScoreError, match=r"entropy_bits = 9, but it must be a number of bits "
+                                         r"in \[0, 3\]"):
+        collect_scores([f])
+    # the level's own name counts too, with a plausible measured entropy beside it
+    f = score(tmp_path / "r", level="entropy_9.0", entropy_bits=2.9)
+    with pytest.raises(ScoreError, match="level = 'entropy_9.0'"):
+        collect_scores([f])
+
+
+def test_a_string_seed_beside_the_same_seed_is_not_a_second_seed(tmp_path, capsys):
+    score(tmp_path / "runs" / "a")
+    score(tmp_path / "runs" / "b", seed="1")
+    assert cli(["aggregate", str(tmp_path / "runs"), "--out", str(tmp_path / "out")]) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert "seed = '1'" in line and "(a JSON number, not text)" in line
+    assert not (tmp_path / "out").exists()
+
+
+def test_results_tsv_rows_are_checked_like_scores(tmp_path):
+    header = ("experiment\tpreset\tmodel\tn_train\tlevel\tentropy_bits\tcheckpoint\tseed\t"
+              "data_seed\taccuracy\n")
+    row = "exp1\texp1_cnn\tcnn\t6000\tentropy_1.5\t1.5\tlast\t1\t1\t{}\n"
+    f = tmp_path / "results.tsv"
+    f.write_text(header + row.format("0.5") + row.format("nan"))
+    with pytest.raises(ScoreError, match=rf"^{f}:3: accuracy = nan, but it must be a finite "
+                                         r"number in \[0, 1\]\. Fix: restore the line"):
+        read_results_tsv(f)
+    f.write_text(header + row.format("0.5"))
+    assert [r["accuracy"] for r in read_results_tsv(f)] == [0.5]
+
+
+# ------------------------------------------------------------------ roots and --out
+def test_out_inside_an_input_is_refused_and_nothing_written(tmp_path, capsys):
+    score(tmp_path / "runs" / "full3" / "last")
+    for out in (tmp_path / "runs" / "full3" / "last", tmp_path / "runs"):
+        assert cli(["aggregate", str(tmp_path / "runs"), "--out", str(out)]) == 2
+        line = one_error_line(capsys.readouterr().err)
+        assert f"--out {out}: inside the input {tmp_path / 'runs'}" in line
+    assert sorted(p.name for p in (tmp_path / "runs").rglob("*") if p.is_file()) == \
+        ["score.json"]
+
+
+def test_a_root_given_twice_or_nested_reads_each_file_once(tmp_path):
+    score(tmp_path / "runs" / "a")
+    rows = collect_scores([tmp_path / "runs", tmp_path / "runs", tmp_path / "runs" / "a",
+                           tmp_path / "runs" / "a" / "score.json"])
+    assert len(rows) == 1
+
+
+def test_no_scores_says_what_was_searched_with_a_fix(tmp_path, capsys):
+    (tmp_path / "emptyd").mkdir()
+    assert cli(["aggregate", str(tmp_path / "emptyd"), "--out", str(tmp_path / "x")]) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert f"no score.json under {tmp_path / 'emptyd'}" in line
+    hdr = tmp_path / "hdr.tsv"
+    hdr.write_text("experiment\tpreset\tmodel\tn_train\tlevel\tentropy_bits\tcheckpoint\tseed"
+                   "\tdata_seed\taccuracy\n")
+    assert cli(["aggregate", str(hdr), "--out", str(tmp_path / "x")]) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert f"no result rows in {hdr} (a header only)" in line and "score.json" not in \
+        line.split("Fix:")[0]
+    assert not (tmp_path / "x").exists()
+
+
+# ------------------------------------------------------------- JSON repeated keys
+def test_a_repeated_json_key_is_refused_with_its_line():
+    text = '{\n "a": {"x": 1, "n": {"x": 2}},\n "b": [{"x": 1}],\n "a": {}\n}'
+    with pytest.raises(DataFormatError, match=r"^f\.json:4: key 'a' is repeated"):
+        loads_json(text, "f.json")
+    # the same key in different objects is fine
+    assert loads_json('{"a": {"x": 1}, "b": {"x": 2}}', "f") == {"a": {"x": 1}, "b": {"x": 2}}
+
+
+def test_presets_file_misuse_is_refused_with_a_fix(tmp_path):
+    f = tmp_path / "p.json"
+    f.write_text('{\n "my": {"extends": "exp1_cnn"},\n "my": {"extends": "exp1_cnn", '
+                 '"lr": 0.1}\n}\n')
+    with pytest.raises(PresetError, match=rf"^{f}:3: key 'my' is repeated in one object.*Fix:"):
+        load_presets(f)
+    for text, what in (("", "the presets file is empty"), ("[]", "got a JSON list"),
+                       ('{"my": 3}', "preset 'my' is a JSON int")):
+        f.write_text(text)
+        with pytest.raises(PresetError) as e:
+            load_presets(f)
+        assert what in str(e.value) and "Fix:" in str(e.value)
+
+
+def test_json_grid_with_a_repeated_key_is_refused(tmp_path):
+    g = tmp_path / "g.json"
+    g.write_text('{"experiment": "exp1", "presets": ["exp1_cnn"], "levels": [0],\n'
+                 '"seeds": [1],\n"seeds": [2]}')
+    with pytest.raises(GridError, match=rf"^{g}:3: key 'seeds' is repeated"):
+        load_grid(g)
+
+
+# ------------------------------------------------------------------ numbers in range
+@pytest.mark.parametrize("line,problem", [
+    ("timeout_min = -5", "timeout_min = -5 must be > 0"),
+    ("cpus_per_task = 0", "cpus_per_task = 0 must be > 0"),
+    ("mem_gb = nan", "mem_gb = nan is not a finite number"),
+    ("slurm_mem_gb = inf", "slurm_mem_gb = inf is not a finite number"),
+])
+def test_resources_out_of_range_fail_the_dry_run(tmp_path, capsys, line, problem):
+    g = tmp_path / "g.toml"
+    g.write_text(GRID + f"[resources]\ngpus_per_node = 0\n{line}\n")
+    assert cli(["sweep", str(g), "--dry-run", "--root", str(tmp_path / "r")]) == 2
+    err = one_error_line(capsys.readouterr().err)
+    assert f"{g}:8: [resources] {problem}. Fix: write a finite, positive" in err
+
+
+def test_schedule_bounds(tmp_path, capsys):
+    g = tmp_path / "g.toml"
+    for sched in ("{max_update = 99999999999999999999}", "{epochs = 1e9}"):
+        g.write_text(GRID + f"schedule = {sched}\n")
+        with pytest.raises(GridError, match=r"g.toml:6: schedule .*0 < E <= 100000 .*"
+                                            r"0 < U <= 1000000000"):
+            load_grid(g)
+    g.write_text(GRID + "schedule = {max_update = 1000000000}\n")
+    assert load_grid(g).schedule.max_update == 10 ** 9
+    for opt, value, bound in (("--max-update", "99999999999999999999", "1..1000000000"),
+                              ("--epochs", "1e9", "(0, 100000]")):
+        with pytest.raises(SystemExit) as e:  # argparse's error
+            cli(["train-args", "exp1_cnn", "--data", ".", opt, value])
+        assert e.value.code == 2
+        line = one_error_line(capsys.readouterr().err)
+        assert f"argument {opt}" in line and bound in line
+    f = tmp_path / "p.json"
+    f.write_text('{"my": {"extends": "exp1_cnn", "epochs": 1e9}}')
+    with pytest.raises(PresetError, match=r"'epochs' = 1000000000.0, but it must be a "
+                                          r"positive number <= 100000"):
+        load_presets(f)
+
+
+# ------------------------------------------------------ command-line values and devices
+def test_command_line_values_are_blamed_on_their_option(tmp_path, capsys):
+    g = tmp_path / "ok.toml"
+    g.write_text(GRID)
+    assert cli(["sweep", str(g), "--dry-run", "--user-dir", str(g)]) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert f"--user-dir {g}: not a Python package directory" in line and "ok.toml:1" not in line
+    assert cli(["sweep", str(g), "--dry-run", "--presets", str(g)]) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert f"error: --presets {g}:1: invalid JSON" in line
+
+
+def test_gpu_sweep_without_a_gpu_is_a_user_error(tmp_path, capsys):
+    g = tmp_path / "ok.toml"
+    g.write_text(GRID)
+    assert cli(["sweep", str(g), "--dry-run", "--device", "gpu", "--gpus", "0",
+                "--root", str(tmp_path / "r")]) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert "--device gpu: no GPU found (--gpus 0 was given)" in line
+
+
+def test_train_args_field_prints_shell_words_and_refuses_extends(capsys):
+    assert cli(["train-args", "exp1_cnn_authors", "--data", ".", "--field", "extends"]) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert "--field extends: not a field of a loaded preset" in line and "model_args" in line
+    preset = load_presets()["exp1_cnn_authors"]
+    assert cli(["train-args", "exp1_cnn_authors", "--data", ".", "--field", "model_args"]) == 0
+    assert capsys.readouterr().out.split() == preset["model_args"]
+
+
+# ------------------------------------------------------------------- --decode-sample
+FAKE_RECIPE = """#!/bin/bash
+# PRESET DATABIN RUN_DIR: writes only a sample score, as train_level.sh with DECODE_SAMPLE
+[ -n "$DECODE_SAMPLE" ] || exit 3
+mkdir -p "$3/sample"
+echo "{\\"n\\": $DECODE_SAMPLE, \\"accuracy\\": 0.5}" > "$3/sample/score.json"
+"""
+
+
+def test_decode_sample_reaches_the_recipe_and_is_not_a_full_score(tmp_path, monkeypatch,
+                                                                  capsys):
+    g = tmp_path / "ok.toml"
+    g.write_text(GRID)
+    assert cli(["sweep", str(g), "--dry-run", "--decode-sample", "7", "--device", "cpu",
+                "--jobs", "1", "--root", str(tmp_path / "r")]) == 0
+    out = capsys.readouterr().out
+    assert out.count("DECODE_SAMPLE=7 ") == 2  # one per cell
+    assert cli(["sweep", str(g), "--decode-sample", "7", "--executor", "slurm"]) == 2
+    assert "--decode-sample with --executor slurm" in one_error_line(capsys.readouterr().err)
+    recipe = tmp_path / "fake.sh"
+    recipe.write_text(FAKE_RECIPE)
+    monkeypatch.setattr(sweep, "prepare_data", lambda cell, root, env: None)
+    cell = load_grid(g).cells()[0]
+    root = tmp_path / "root"
+    res = sweep.run_cell(cell, root, {"DECODE_SAMPLE": "7"}, recipe)
+    assert res.status == "done" and res.accuracy is None
+    assert "a sample of 7 test sentences only, accuracy 0.5" in res.reason
+    assert sweep.scored(cell, root) is None  # a rerun trains and scores it in full
+    assert "  done: " in sweep.format_summary([res])
+    # without DECODE_SAMPLE the same unscored run is a failure, never "done"
+    assert sweep.run_cell(cell, root, {}, recipe).status == "failed"
