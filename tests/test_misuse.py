@@ -205,7 +205,7 @@ def world(tmp_path_factory):
                                  'levels = [0, 3]\nseeds = [1, 2]\nn = [60]\n'
                                  'schedule = {max_update = 2}\n')
     (w / "presets.json").write_text(
-        '{\n  "mine": {\n    "arch": "scan_cnn_authors",\n    "experiment": "exp1",\n'
+        '{\n  "mine": {\n    "arch": "scan_cnn_paper",\n    "experiment": "exp1",\n'
         '    "batch_size": 8,\n    "epochs": 2\n  }\n}\n')
     (w / "a_dir").mkdir()
     (w / "a_file").write_text("x\n")
@@ -486,7 +486,7 @@ def test_bad_preset_values_are_refused_at_load(key, value, tmp_path, capsys, wor
     presets = tmp_path / "p.json"
     base = "mine0"
     presets.write_text(PRESET.format(base=base, key=key, value=value).replace(
-        '{\n  "mine"', '{\n  "mine0": {"arch": "scan_cnn_authors", "experiment": "exp1"},'
+        '{\n  "mine"', '{\n  "mine0": {"arch": "scan_cnn_paper", "experiment": "exp1"},'
         '\n  "mine"', 1))
     code, out, err = _call(["train-args", "mine0", "--data", str(world / "bin"), "--presets",
                             str(presets)], capsys)
@@ -513,9 +513,9 @@ def _sh(script, args, env, cwd):
     ("preprocess/prepare_scan.sh", ["out", "1", "nosuch"], {}, "nosuch"),
     ("recipes/train_level.sh", ["nope", "bin", "run"], {}, "nope"),
     ("recipes/train_level.sh", ["exp1_cnn_authors", "nosuch", "run"], {}, "nosuch"),
-    ("recipes/train_level.sh", ["exp1_cnn_authors", "bin", "run"], {"SEED": "-1"}, "--seed"),
+    ("recipes/train_level.sh", ["exp1_cnn_authors", "bin", "run"], {"SEED": "-1"}, "SEED"),
     ("recipes/train_level.sh", ["exp1_cnn_authors", "bin", "run"], {"EPOCHS": "0"},
-     "--epochs"),
+     "EPOCHS"),
     ("recipes/train_level.sh", ["exp1_cnn_authors", "bin", "run"], {"SELECT": "best"},
      "SELECT"),
 ], ids=lambda x: x if isinstance(x, str) else None)

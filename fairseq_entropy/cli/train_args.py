@@ -31,7 +31,8 @@ def add_parser(sub) -> None:
 
 def run(args) -> None:
     """``train-args``: print the fairseq-train arguments of a preset."""
-    from ..experiments.presets import (KNOWN_KEYS, PresetError, check_arch, check_preset,
+    from ..experiments.archs import check_arch
+    from ..experiments.presets import (KNOWN_KEYS, PresetError, check_preset,
                                        load_presets, train_args)
     from ..experiments.run import check_user_dir
     from ..files import check_fairseq_path

@@ -358,28 +358,13 @@ def check_values(raw: dict, text: str, path: Path) -> None:
 
 def _check_resources(path: Path, text: str, resources: dict) -> None:
     """Refuse a ``[resources]`` key that submitit does not take, or a value of the wrong type
-    (:func:`~.slurm.resource_problem`), naming the file, the line, the key and the valid keys.
-    """
-    from .slurm import resource_keys, resource_problem
+    or range (:func:`~.slurm.resource_error`), naming the file, the line and the key."""
+    from .slurm import resource_error
 
-    keys = resource_keys()
     for key, value in resources.items():
-        where = f"{path}:{key_line(text, key)}"
-        problem = resource_problem(key, value, keys)
-        if problem is None:
-            continue
-        if key in keys:
-            want = keys[key] or float
-            example = {int: "2", float: "4", bool: "true", str: '"value"'}[want]
-            raise GridError(f"{where}: [resources] {problem}. Fix: write a "
-                            f"{'finite, positive ' if want in (int, float) else ''}"
-                            f"{want.__name__}, e.g. {key} = {example}")
-        generic = sorted(k for k in keys
-                         if k.split("_")[0] not in ("slurm", "local", "debug"))
-        slurm_keys = sorted(k for k in keys if k.startswith("slurm_"))
-        raise GridError(f"{where}: [resources] {problem}. Fix: use the "
-                        f"submitit parameters {', '.join(generic)}, or a Slurm one: "
-                        f"{', '.join(slurm_keys)}")
+        message = resource_error(key, value)
+        if message is not None:
+            raise GridError(f"{path}:{key_line(text, key)}: [resources] {message}")
 
 
 def load_grid(path: str | Path, presets_path: Optional[str | Path] = None,

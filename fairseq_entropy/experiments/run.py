@@ -51,7 +51,8 @@ from .decoding import (DECODE_PROGRESS_S, SAMPLE_LABEL, count_hypotheses, sample
                        split_size)
 from .devices import default_device
 from .locks import LockHeld, RunLock, held_by_parent
-from .presets import (check_arch, check_preset, load_presets, own_schedule, preset_args_sha256,
+from .archs import check_arch
+from .presets import (check_preset, load_presets, own_schedule, preset_args_sha256,
                       train_args, train_args_sha256)
 from .rerun import (ScheduleChanged, check_device, check_run_dir, check_trained,  # noqa: F401
                     expected_schedule, scored)

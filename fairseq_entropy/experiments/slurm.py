@@ -160,3 +160,20 @@ def thread_env(threads: Optional[int]) -> Dict[str, str]:
                                        "MKL_NUM_THREADS": str(threads)}
 
 
+def resource_error(key: str, value, keys: Optional[dict] = None) -> Optional[str]:
+    """What is wrong with the ``[resources]`` entry ``key = value``, with the fix (None when
+    submitit takes it): :func:`resource_problem` against ``keys`` (default
+    :func:`resource_keys`), then an example of the right type or the valid keys."""
+    keys = resource_keys() if keys is None else keys
+    problem = resource_problem(key, value, keys)
+    if problem is None:
+        return None
+    if key in keys:
+        want = keys[key] or float
+        example = {int: "2", float: "4", bool: "true", str: '"value"'}[want]
+        return (f"{problem}. Fix: write a {'finite, positive ' if want in (int, float) else ''}"
+                f"{want.__name__}, e.g. {key} = {example}")
+    generic = sorted(k for k in keys if k.split("_")[0] not in ("slurm", "local", "debug"))
+    slurm_keys = sorted(k for k in keys if k.startswith("slurm_"))
+    return (f"{problem}. Fix: use the submitit parameters {', '.join(generic)}, or a Slurm "
+            f"one: {', '.join(slurm_keys)}")
