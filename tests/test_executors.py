@@ -238,7 +238,8 @@ def test_a_misspelled_resources_key_is_refused_at_load_and_by_dry_run(tmp_path, 
     assert len(err) == 1 and "unknown key 'cpus_per_tsk'" in err[0]
     (tmp_path / "grid.toml").write_text(GRID.format(extra='mem_gb = "4G"'))
     with pytest.raises(GridError, match=r"grid.toml:8: \[resources\] mem_gb = '4G' is not of "
-                                        r"type float. Fix: write it as a float, e.g. mem_gb = 4"):
+                                        r"type float. Fix: write a finite, positive float, "
+                                        r"e.g. mem_gb = 4"):
         load_grid(tmp_path / "grid.toml")
     (tmp_path / "grid.toml").write_text(GRID.format(
         extra='slurm_partition = "gpu"\nslurm_array_parallelism = 4\nmem_gb = 8\n'

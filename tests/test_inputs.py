@@ -160,8 +160,10 @@ def test_files_given_where_output_directories_go_are_named(tmp_path, capsys):
     level = make_level(tmp_path / "lv", PAIRS, PAIRS, PAIRS)
     assert cli(["binarize", str(level), "--out", str(f)]) == 2
     assert f"{f} is a file, not a directory" in capsys.readouterr().err
-    assert cli(["aggregate", str(tmp_path), "--out", str(f)]) == 2  # no score.json at all
-    assert f"no score.json under {tmp_path}" in capsys.readouterr().err
+    # no score.json at all (a root that does not hold --out: an --out inside a root is refused
+    # before anything else)
+    assert cli(["aggregate", str(tmp_path / "lv"), "--out", str(f)]) == 2
+    assert f"no score.json under {tmp_path / 'lv'}" in capsys.readouterr().err
     assert f.read_text() == "x\n"
 
 
