@@ -107,6 +107,23 @@ def test_an_unfinished_run_refuses_another_schedule_preset_or_seed(trained, data
     assert sample.read_bytes() == before
 
 
+def test_a_cut_off_run_resumes_only_the_training_it_started(trained, databin, tmp_path,
+                                                           capsys):
+    """A cut-off run (its checkpoint_last.pt, no finished-training mark) resumed with another
+    max_update or seed is refused before fairseq-train starts: it would mix two trainings."""
+    cut = tmp_path / "cut"
+    (cut / "checkpoints").mkdir(parents=True)
+    shutil.copy(trained / "checkpoints" / "checkpoint_last.pt", cut / "checkpoints")
+    assert cli(["run", "exp1_cnn_authors", str(databin), str(cut), "--max-update", "6",
+                *RUN]) == 2
+    assert f"{cut} was started (and cut off) with max_update 3, the run asks 6" in \
+        error_line(capsys)
+    assert cli(["run", "exp1_cnn_authors", str(databin), str(cut), "--max-update", "3",
+                "--seed", "7", *RUN]) == 2
+    assert "started (and cut off) with seed 1, the run asks --seed 7" in error_line(capsys)
+    assert sorted(p.name for p in cut.rglob("*")) == ["checkpoint_last.pt", "checkpoints"]
+
+
 def test_a_scored_run_refuses_other_data_or_seed(scored_run, databin, tmp_path, capsys):
     other = tmp_path / "other_bin"
     shutil.copytree(databin, other)

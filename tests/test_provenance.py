@@ -195,16 +195,13 @@ def test_runs_of_different_schedules_are_never_one_cell(tmp_path, capsys):
 def test_resuming_on_other_data_is_refused_before_training(trained, tmp_path):
     """A cut-off run (its checkpoint_last.pt, no finished-training mark) resumed on the 1.5-bit
     level is refused with both levels named, and fairseq-train is not started."""
-    run, bin3, bin15 = trained["run"], trained["bin3"], trained["bin15"]
+    run, bin15 = trained["run"], trained["bin15"]
     cut = tmp_path / "cut"
     (cut / "checkpoints").mkdir(parents=True)
     shutil.copy(run / "checkpoints" / "checkpoint_last.pt", cut / "checkpoints")
-    with pytest.raises(UserError) as e:
-        run_level(PRESET, bin15, cut, seed=3, max_update=8, device="cpu", out=io.StringIO())
+    with pytest.raises(ScheduleChanged) as e:
+        run_level(PRESET, bin15, cut, seed=3, max_update=4, device="cpu", out=io.StringIO())
     msg = str(e.value)
-    assert "was trained on exp1 level entropy_3.0 (data seed 5)" in msg
-    assert f"not on {bin15} (level entropy_1.5)" in msg and "Fix: " in msg
-    assert not (cut / "train.log").exists()
-    # the same data resumes: the check passes (checked alone, without training)
-    from fairseq_entropy.analysis.provenance import check_resume_data
-    check_resume_data(cut / "checkpoints" / "checkpoint_last.pt", bin3)
+    assert "holds a run started (and cut off) on exp1 level entropy_3.0 (data seed 5)" in msg
+    assert f"the run asks {bin15}: exp1 level entropy_1.5 (data seed 5)" in msg
+    assert "Fix: " in msg and not (cut / "train.log").exists()

@@ -390,27 +390,3 @@ def resolve_provenance(generate_output: str | os.PathLike, checkpoint_label: str
                                              preset, preset_model, seed,
                                              info["path"] if info else None, training,
                                              data_check, own)}
-
-
-def check_resume_data(checkpoint: str | os.PathLike, data_dir: str | os.PathLike) -> None:
-    """Refuse to resume training from ``checkpoint`` on other data than it was trained on:
-    the training data's ``manifest.json`` SHA-256 recorded in the checkpoint
-    (:func:`read_checkpoint_info`) must equal that of ``data_dir``'s manifest.  Nothing is
-    checked when the checkpoint does not exist, predates the record, or either side has no
-    manifest.
-
-    Raises:
-        ScoreError: the checkpoint is unreadable.
-        UserError: the two manifests differ (names both levels and the fix).
-    """
-    manifest = Path(data_dir) / "manifest.json"
-    if not Path(checkpoint).is_file() or not manifest.is_file():
-        return
-    theirs = read_checkpoint_info(checkpoint)["training"]
-    ours = hashlib.sha256(manifest.read_bytes()).hexdigest()
-    if theirs.get("data_manifest_sha256") and theirs["data_manifest_sha256"] != ours:
-        level = read_json(manifest).get("level")
-        raise UserError(f"{checkpoint} was trained on {theirs.get('experiment')} level "
-                        f"{theirs.get('level')} (data seed {theirs.get('data_seed')}), not on "
-                        f"{data_dir} (level {level}): resuming would mix two data sets in one "
-                        "run. Fix: pass the data the run was started with, or another RUN_DIR")

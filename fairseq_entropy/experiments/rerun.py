@@ -87,10 +87,12 @@ def check_same_training(run_dir: str | os.PathLike, state: str, got: dict,
 
 
 def check_trained(run_dir: str | os.PathLike, expected: Optional[dict]) -> None:
-    """Refuse to skip the training of a run directory whose ``checkpoints/trained`` marks a
-    finished training when its ``checkpoint_last.pt`` records another training
-    (:func:`check_same_training` of its ``max_update``, arguments' hash, data manifest and
-    seed) than the one asked now.  Nothing is checked without the marker or ``expected``.
+    """Refuse to skip or to resume the training of a run directory whose
+    ``checkpoint_last.pt`` records another training (:func:`check_same_training` of its
+    ``max_update``, arguments' hash, data manifest and seed) than the one asked now: a
+    finished training (``checkpoints/trained``) would be decoded as if it were the one asked,
+    and a cut-off one resumed under another schedule, data or seed would mix two trainings in
+    one run.  Nothing is checked without ``checkpoint_last.pt`` or ``expected``.
 
     Raises:
         ScheduleChanged: the recorded and the asked training differ.
@@ -98,14 +100,15 @@ def check_trained(run_dir: str | os.PathLike, expected: Optional[dict]) -> None:
     """
     ckpts = Path(run_dir) / "checkpoints"
     last = ckpts / "checkpoint_last.pt"
-    if expected is None or not (ckpts / "trained").exists() or not last.is_file():
+    if expected is None or not last.is_file():
         return
     info = read_checkpoint_info(last)
     t = info["training"]
     got = {"max_update": t.get("max_update"), "train_args_sha256": t.get("train_args_sha256"),
            "data_manifest_sha256": t.get("data_manifest_sha256") or None, "seed": info["seed"],
            "data_label": _data_label(t.get("experiment"), t.get("level"), t.get("data_seed"))}
-    check_same_training(run_dir, "trained", got, expected)
+    check_same_training(run_dir, "trained" if (ckpts / "trained").exists() else
+                        "started (and cut off)", got, expected)
 
 
 def expected_schedule(spec: dict, databin: str | os.PathLike, epochs: Optional[float] = None,

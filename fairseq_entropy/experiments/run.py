@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
-from ..analysis.provenance import check_resume_data, resolve_provenance
+from ..analysis.provenance import resolve_provenance
 from ..analysis.scoring import score_lines, write_score
 from ..errors import UserError
 from ..files import check_fairseq_path, read_json
@@ -398,7 +398,6 @@ def _run_locked(children, fds, presets, preset, databin, run, run_name, seed, ep
         check_trained(run, expected)
         print(f"skip training {run_name} (finished before); decoding", file=out, flush=True)
     else:
-        check_resume_data(run / "checkpoints" / "checkpoint_last.pt", databin)
         cmd = [_tool("fairseq-train"), databin, "--user-dir", plugin, *args, *device_args,
                "--seed", str(seed), "--save-dir", str(run / "checkpoints"),
                "--tensorboard-logdir", str(run / "tensorboard"), "--no-epoch-checkpoints",
