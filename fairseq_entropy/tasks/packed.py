@@ -168,17 +168,9 @@ class PackedSystematicityTask(SystematicityTask):
         if ignore_grad:
             loss = loss * 0
         optimizer.backward(loss)
-        if self.progress is None:
-            self.progress = self._new_progress()
-        self._last_update = update_num + 1
+        self._count_update(update_num)
         for child in self.children:
             child._last_update = self._last_update
-        correct, total = self.valid_counts
-        if total:
-            self.progress.seq_acc = correct / total
-        line = self.progress.step(update_num)
-        if line:
-            logger.info(line)
         return loss, sample_size, logging_output
 
     def optimizer_step(self, optimizer, model, update_num):

@@ -328,6 +328,12 @@ class SystematicityTask(TranslationTask):
         else:
             out = super().train_step(sample, model, criterion, optimizer, update_num,
                                      ignore_grad)
+        self._count_update(update_num)
+        return out
+
+    def _count_update(self, update_num: int) -> None:
+        """Record that update ``update_num`` (0-based) is done once this step ends, and log the
+        progress line when one is due (with the last validation's seq_acc)."""
         if self.progress is None:
             self.progress = self._new_progress()
         self._last_update = update_num + 1  # updates completed once this step is done
@@ -337,7 +343,6 @@ class SystematicityTask(TranslationTask):
         line = self.progress.step(update_num)
         if line:
             logger.info(line)
-        return out
 
     def _chunked_train_step(self, sample, model, criterion, optimizer, update_num,
                             ignore_grad=False):
