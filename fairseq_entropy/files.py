@@ -201,6 +201,15 @@ def _partial_prefix(name: str) -> str:
     return f".{name}{_PARTIAL}{os.getpid()}.{socket.gethostname()}."
 
 
+def remove_own_partials(directory: str | os.PathLike) -> None:
+    """Remove the temporary names this process left in ``directory`` (``.<name>.partial.<pid>
+    .<host>.*`` of its own pid): after an interrupt, a child that was still writing into a
+    temporary directory while it was being removed can leave it behind."""
+    mark = f"{_PARTIAL}{os.getpid()}.{socket.gethostname()}."
+    for p in Path(directory).glob(f".*{mark}*") if Path(directory).is_dir() else ():
+        shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+
+
 def pid_alive(pid: int) -> bool:
     """Whether process ``pid`` exists on this host (one we may not signal counts as alive)."""
     try:

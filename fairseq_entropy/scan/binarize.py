@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Optional
 
-from ..files import atomic_directory, read_json
+from ..files import atomic_directory, read_json, remove_own_partials
 from .databin import SOURCE_LANG, TARGET_LANG, BinarizeError
 from .datafiles import Example, read_pair, read_scan_file, write_pair
 from .dictionary import check_vocabulary, write_dictionary
@@ -251,6 +251,10 @@ def binarize_build_in_parallel(build_dir: str | os.PathLike, out: str | os.PathL
                 for f in futures:
                     f.cancel()
                 raise
+    except KeyboardInterrupt:
+        pool.shutdown(wait=True, cancel_futures=True)
+        remove_own_partials(out)
+        raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
     return [o for i in sorted(done) for o in done[i]]
