@@ -27,7 +27,7 @@ import io
 import math
 import os
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
 from ..files import atomic_write_bytes, atomic_write_text
 from . import statistics as st
@@ -41,8 +41,9 @@ SUMMARY_COLUMNS = ("experiment", "preset", "n_train", "checkpoint", "schedule", 
                    "tolerance", "agree", "clause_accuracy", "correct_except_restricted_clause",
                    "chrf", "bleu", "accuracy_and", "accuracy_after", "note")
 CURVE_COLUMNS = ("experiment", "model", "train_size", "checkpoint", "schedule", "levels",
-                 "seeds", "rho",
-                 "h50", "h50_ci_low", "h50_ci_high", "paper_h50", "note")
+                 "seeds", "rho", "k",
+                 "h50", "h50_ci_low", "h50_ci_high", "h90", "h90_ci_low", "h90_ci_high",
+                 "paper_h50", "note")
 
 
 def _fmt(v, digits=4) -> str:
@@ -132,9 +133,10 @@ def _seeds_label(counts: Sequence[int], has_ci: bool) -> str:
     return text
 
 
-def figure_caption(cells: Sequence[dict]) -> str:
+def figure_caption(cells: Sequence[dict], paper: bool = True, fit: bool = False) -> str:
     """The caption under a figure: its training sizes N and checkpoint(s), and what the
-    points and lines are."""
+    points and lines are (the paper's curves when ``paper``, the logistic fits when
+    ``fit``)."""
     # n_train: the cell's recorded training size (Experiment 2's grows with the support)
     size = [c.get("n_train") or c["train_size"] for c in cells]
     sizes = sorted({int(n) for n in size if n})
@@ -151,18 +153,26 @@ def figure_caption(cells: Sequence[dict]) -> str:
     return (f"{n_text}; {', '.join(ckpts)} checkpoint. Ours: mean over seeds"
             + (" with its 95% bootstrap CI (2 seeds or more)" if most >= 2 else
                " (1 seed: no CI)")
-            + "; paper: mean +- std over 5 seeds (grey, dashed, shaded).")
+            + ("; dotted: logistic fit of the mean, shaded: its 95% bootstrap band over seeds"
+               if fit else "")
+            + ("; paper: mean +- std over 5 seeds (grey, dashed, shaded)." if paper else "."))
 
 
 def plot_figure(cells: Sequence[dict], paper_rows: Sequence[dict], name: str,
                 path: str | os.PathLike,
                 paper_model: Callable[[str], str] = lambda m: m,
                 panel: Callable[[dict], str] = lambda c: c["model"],
-                title: Optional[str] = None) -> Path:
+                title: Optional[str] = None,
+                fits: Optional[Mapping[tuple, Optional[dict]]] = None) -> Path:
     """One PNG (110 dpi): a panel per ``panel(cell)`` (default: per model), our mean (solid,
     coloured, with its 95% CI as error bars where a cell has 2 seeds or more) beside the
     paper's mean +- std (grey, dashed, shaded), the legend under each panel (never over the
-    data) and a caption (:func:`figure_caption`: N, checkpoint, what is drawn). ``cells``
+    data) and a caption (:func:`figure_caption`: N, checkpoint, what is drawn). ``fits``
+    maps a curve key (:func:`~.statistics.curve_key`) to the ``fit`` of
+    :func:`~.statistics.curve_statistics`: its logistic is drawn dotted over the curve, in
+    its colour, with its bootstrap band shaded, and each of its optional ``marks``
+    (``{"x", "y", "low", "high", "label"}``: a predicted or measured accuracy at an entropy,
+    with an interval or NaN) as a diamond. ``cells``
     are agreement-table rows (:func:`~.statistics.agreement_table`) of one checkpoint, of
     one figure (:func:`figure_of`, whose title ``name`` gives) or, with
     ``panel=panel_of_figure`` and a ``title``, of all of them; accuracies are fractions,
@@ -202,6 +212,7 @@ def plot_figure(cells: Sequence[dict], paper_rows: Sequence[dict], name: str,
             ax.errorbar(xs, ys, yerr=[lo, hi] if any(ci) else None, marker="o",
                         color=f"C{i}", capsize=3, linewidth=1.8, zorder=3,
                         label=f"{label}, {_seeds_label(counts, any(ci))}")
+            _plot_fit(ax, (fits or {}).get(st.curve_key(rs[0])), f"C{i}")
             find = paper_lookup(paper_rows, paper_model)
             ref = [(c["entropy_bits"], find(c["experiment"], model, c["train_size"] or None,
                                             c["entropy_bits"])[0]) for c in rs]
@@ -231,10 +242,27 @@ def plot_figure(cells: Sequence[dict], paper_rows: Sequence[dict], name: str,
         ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=1,
                   frameon=False)
     fig.suptitle(title or figure_title(name), fontsize=11)
-    fig.text(0.5, 0.01, figure_caption(cells), ha="center", va="bottom", fontsize=7.5,
+    fig.text(0.5, 0.01, figure_caption(cells, paper=bool(paper_rows), fit=bool(fits)),
+             ha="center", va="bottom", fontsize=7.5,
              wrap=True)
     fig.tight_layout(rect=(0, 0.05, 1, 1))
     return _save_png(fig, path, dpi=110)
+
+
+def _plot_fit(ax, fit: Optional[dict], colour: str) -> None:
+    """Draw a curve's logistic fit, its band and its marks (see :func:`plot_figure`)."""
+    if not fit:
+        return
+    ax.plot(fit["x"], fit["y"], linestyle=":", color=colour, linewidth=1.5, zorder=2,
+            label="logistic fit")
+    if not any(math.isnan(v) for v in fit["low"]):
+        ax.fill_between(fit["x"], fit["low"], fit["high"], color=colour, alpha=0.15,
+                        zorder=1, linewidth=0, label="fit, 95% bootstrap band")
+    for j, m in enumerate(fit.get("marks", ())):
+        ok = not (math.isnan(m["low"]) or math.isnan(m["high"]))
+        ax.errorbar([m["x"]], [m["y"]], marker="D", markersize=7, capsize=4, zorder=4,
+                    yerr=[[m["y"] - m["low"]], [m["high"] - m["y"]]] if ok else None,
+                    color=f"C{j + 3}", linestyle="none", label=m["label"])
 
 
 def format_table(summary: Sequence[dict]) -> str:
@@ -309,17 +337,18 @@ def write_report(rows: Sequence[dict], out_dir: str | os.PathLike,
     paths["summary"], paths["curves"] = out / "summary.tsv", out / "curves.tsv"
 
     drawn = [c for c in cells if c["checkpoint"] == checkpoint] or list(cells)
+    fits = {c["key"]: c["fit"] for c in curves}
     figures = []
     variants = sorted({figure_of(c) for c in drawn} - set(FIGURE_TITLES))
     for name in ("exp1", "exp1_train_size", "exp2", *variants):
         mine = [c for c in drawn if figure_of(c) == name]
         if mine:
             figures.append((name, plot_figure(mine, paper_rows, name, out / f"fig_{name}.png",
-                                              paper_model)))
+                                              paper_model, fits=fits)))
     paths["figures"] = [p for _, p in figures]
     paths["overview"] = plot_figure(
         drawn, paper_rows, "overview", out / "accuracy_vs_entropy.png", paper_model,
-        panel=panel_of_figure,
+        panel=panel_of_figure, fits=fits,
         title="Accuracy against entropy, every curve "
               f"({drawn[0]['checkpoint'] if drawn else checkpoint} checkpoint)")
 
@@ -337,16 +366,18 @@ def write_report(rows: Sequence[dict], out_dir: str | os.PathLike,
           schedule_note(cells)]
     for name, p in figures:
         md.append(f"## {figure_title(name)}\n\n![{name}]({p.name})\n")
-    md.append("## Curves: Spearman rho and H50\n")
-    md.append("H50 is the entropy (bits) at which a logistic fit of accuracy against entropy "
-              "crosses 0.5 (`scipy.optimize.curve_fit`); its CI resamples whole per-seed "
-              "curves. The paper's H50 is the same fit of its mean curve at our levels.\n")
+    md.append("## Curves: Spearman rho, H50 and H90\n")
+    md.append("H50 and H90 are the entropies (bits) at which a logistic fit of accuracy "
+              "against entropy crosses 0.5 and 0.9 (`scipy.optimize.curve_fit`, the dotted "
+              "line of the figures); their CIs resample whole per-seed curves. The paper's H50 "
+              "is the same fit of its mean curve at our levels.\n")
     md.append(_md_table(
-        [{**c, "h50_ci": _interval(c["h50_ci_low"], c["h50_ci_high"])} for c in curves],
+        [{**c, "h50_ci": _interval(c["h50_ci_low"], c["h50_ci_high"]),
+          "h90_ci": _interval(c["h90_ci_low"], c["h90_ci_high"])} for c in curves],
         ("experiment", "model", "train_size", "checkpoint", "schedule", "levels", "seeds",
-         "rho", "h50", "h50_ci", "paper_h50", "note"),
+         "rho", "h50", "h50_ci", "h90", "h90_ci", "paper_h50", "note"),
         ("experiment", "model", "N", "ckpt", "schedule", "levels", "seeds", "Spearman rho",
-         "H50 (bits)", "H50 95% CI", "paper H50", "note")))
+         "H50 (bits)", "H50 95% CI", "H90 (bits)", "H90 95% CI", "paper H50", "note")))
     md.append("\n## Agreement with the paper, per cell\n")
     md.append(_md_table(
         [{**c, "ci": _interval(c["ci_low"], c["ci_high"])} for c in cells],

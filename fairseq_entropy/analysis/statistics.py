@@ -1,5 +1,5 @@
-"""Statistics over seeds: mean and std, bootstrap CIs, Spearman rho, the entropy threshold H50,
-agreement with the paper.
+"""Statistics over seeds: mean and std, bootstrap CIs, Spearman rho, the logistic fit and its
+entropy thresholds H50 and H90, agreement with the paper.
 
 Everything here works on plain result rows (dicts) with the keys ``experiment``, ``model``
 (or ``preset``), ``level``, ``entropy_bits``, ``seed``, ``checkpoint``, ``accuracy`` and
@@ -15,9 +15,11 @@ optionally ``train_size`` (N) and ``schedule`` (``unknown`` when absent) -- the 
   says so.
 * :func:`curve_statistics`: per curve (:func:`curve_key`: all levels of one experiment, model,
   N, checkpoint and schedule) the
-  Spearman rank correlation between entropy and mean accuracy, and H50, the entropy (bits) at
-  which a logistic fit ``acc(H) = 1 / (1 + exp(-k (H - H50)))`` (``scipy.optimize.curve_fit``)
-  crosses 0.5, with a bootstrap CI over seeds (whole per-seed curves are resampled and refit).
+  Spearman rank correlation between entropy and mean accuracy, and the logistic fit
+  ``acc(H) = 1 / (1 + exp(-k (H - H50)))`` (:func:`fit_logistic`, the one fit:
+  ``scipy.optimize.curve_fit``): H50 and H90, the entropies (bits) at which it crosses 0.5
+  and 0.9, with bootstrap CIs over seeds and a band around the fitted line
+  (:func:`logistic_bootstrap`: whole per-seed curves are resampled and refit).
 * :func:`agrees`: a cell agrees with the paper (Wold et al., arXiv 2505.13089, reported as mean
   and std over 5 seeds) when ``|ours - paper mean| <= max(2 x paper std, 0.10)``.
 """
@@ -240,20 +242,27 @@ def logistic(h, k, h50):
     return 1.0 / (1.0 + np.exp(-k * (np.asarray(h, dtype=float) - h50)))
 
 
-def fit_h50(entropy: Sequence[float], accuracy: Sequence[float]) -> float:
-    """H50 (bits) of a logistic fit of ``accuracy`` against ``entropy``.
+def fit_logistic(entropy: Sequence[float], accuracy: Sequence[float]) -> Tuple[float, float]:
+    """The logistic fit of ``accuracy`` against ``entropy``: the one fit of the package
+    (``scipy.optimize.curve_fit`` of :func:`logistic`, k bounded to [-100, 100] per bit, H50
+    to the measured range widened by its width on each side).
+
+    Args:
+        entropy: the levels' entropies (bits); accuracy: their accuracies (fractions), same
+            length.
 
     Returns:
-        the fitted crossing of 0.5, or NaN when there are fewer than 3 levels, every
-        accuracy lies on the same side of 0.5 (the curve does not cross it), the fit fails,
-        or the fitted crossing lies outside the measured entropy range.
+        (k, H50): the slope (per bit) and the crossing of 0.5 (bits); (NaN, NaN) when there
+        are fewer than 3 levels, every accuracy lies on the same side of 0.5 (the curve does
+        not cross it), the fit fails, or the fitted crossing lies outside the measured entropy
+        range.
     """
     from scipy.optimize import OptimizeWarning, curve_fit
 
     h = np.asarray(entropy, dtype=float)
     a = np.asarray(accuracy, dtype=float)
     if len(h) < 3 or np.ptp(h) == 0 or np.all(a > 0.5) or np.all(a < 0.5):
-        return NAN
+        return NAN, NAN
     lo, hi = float(h.min()), float(h.max())
     start = float(h[np.argmin(np.abs(a - 0.5))])
     try:
@@ -263,8 +272,28 @@ def fit_h50(entropy: Sequence[float], accuracy: Sequence[float]) -> float:
                                     bounds=([-100.0, lo - (hi - lo)], [100.0, hi + (hi - lo)]),
                                     maxfev=5000)
     except (RuntimeError, ValueError):
+        return NAN, NAN
+    return (float(k), float(h50)) if lo <= h50 <= hi else (NAN, NAN)
+
+
+def fit_h50(entropy: Sequence[float], accuracy: Sequence[float]) -> float:
+    """H50 (bits) of :func:`fit_logistic` (NaN where it has no fit)."""
+    return fit_logistic(entropy, accuracy)[1]
+
+
+def entropy_at(k: float, h50: float, accuracy: float) -> float:
+    """The entropy (bits) at which the logistic (k, H50) reaches ``accuracy`` (in (0, 1)):
+    ``H50 + ln(a / (1 - a)) / k``; H90 is ``entropy_at(k, h50, 0.9)`` = H50 + ln 9 / k."""
+    return h50 + math.log(accuracy / (1.0 - accuracy)) / k
+
+
+def h90_in_range(k: float, h50: float, entropy: Sequence[float]) -> float:
+    """H90 (bits) of the logistic (k, H50), or NaN when it has no fit or the crossing of 0.9
+    lies outside the measured entropy range (as for H50, no extrapolation)."""
+    if math.isnan(k) or math.isnan(h50) or k == 0:
         return NAN
-    return float(h50) if lo <= h50 <= hi else NAN
+    h90 = entropy_at(k, h50, 0.9)
+    return h90 if min(entropy) <= h90 <= max(entropy) else NAN
 
 
 def spearman_rho(entropy: Sequence[float], accuracy: Sequence[float]) -> float:
@@ -277,58 +306,97 @@ def spearman_rho(entropy: Sequence[float], accuracy: Sequence[float]) -> float:
     return float(spearmanr(entropy, accuracy).statistic)
 
 
-def h50_bootstrap_ci(curves: np.ndarray, entropy: Sequence[float],
-                     confidence: float = CONFIDENCE,
-                     seed: int = BOOTSTRAP_SEED) -> Tuple[float, float]:
-    """Bootstrap CI of H50 over seeds.
+def logistic_bootstrap(curves: np.ndarray, entropy: Sequence[float],
+                       confidence: float = CONFIDENCE, seed: int = BOOTSTRAP_SEED) -> dict:
+    """Bootstrap of the logistic fit over seeds: whole per-seed curves are drawn with
+    replacement (``scipy.stats.bootstrap`` over seed indices, percentile method) and
+    :func:`fit_logistic` refits the mean curve of each resample.
 
     Args:
         curves: accuracies, shape (seeds, levels), one row per seed's whole curve.
         entropy: the levels' entropies (bits), length = levels.
 
     Returns:
-        percentile CI (low, high) of :func:`fit_h50` of the mean curve of seeds drawn with
-        replacement (``scipy.stats.bootstrap`` over seed indices); (NaN, NaN) with one seed,
-        or when a resample has no crossing in range.
+        ``{"params": array (resamples, 2) of (k, H50) per resample (NaN where a resample
+        has no fit), "h50_ci": (low, high), "h90_ci": (low, high)}`` (H90:
+        :func:`h90_in_range`); the CIs are (NaN, NaN) with one seed, or when a resample has
+        no crossing in range. With one seed ``params`` is empty; when every seed has the same
+        curve it is that curve's fit, once.
     """
     from scipy.stats import bootstrap
 
     curves = np.asarray(curves, dtype=float)
-    if curves.shape[0] < 2:
-        return NAN, NAN
+    if curves.ndim != 2 or curves.shape[0] < 2:
+        return {"params": np.empty((0, 2)), "h50_ci": (NAN, NAN), "h90_ci": (NAN, NAN)}
 
     def stat(idx):
-        return fit_h50(entropy, curves[np.asarray(idx, dtype=int)].mean(axis=0))
+        k, h50 = fit_logistic(entropy, curves[np.asarray(idx, dtype=int)].mean(axis=0))
+        return np.array([k, h50, h90_in_range(k, h50, entropy)])
 
     idx = np.arange(curves.shape[0])
     if np.all(curves == curves[0]):
-        h = stat(idx)
-        return h, h
+        k, h50, h90 = stat(idx)
+        return {"params": np.array([[k, h50]]), "h50_ci": (h50, h50), "h90_ci": (h90, h90)}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # scipy warns about NaN statistics; we report NaN
         res = bootstrap((idx,), stat, vectorized=False, confidence_level=confidence,
                         n_resamples=N_RESAMPLES // 4, method="percentile",
                         rng=np.random.default_rng(seed))
-    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+    low, high = res.confidence_interval
+    return {"params": np.asarray(res.bootstrap_distribution[:2]).T,
+            "h50_ci": (float(low[1]), float(high[1])), "h90_ci": (float(low[2]), float(high[2]))}
+
+
+def logistic_band(params: np.ndarray, entropy: Sequence[float],
+                  confidence: float = CONFIDENCE) -> Tuple[np.ndarray, np.ndarray]:
+    """Pointwise percentile band of the fitted logistic over bootstrap resamples.
+
+    Args:
+        params: (k, H50) per resample, shape (resamples, 2) (:func:`logistic_bootstrap`).
+        entropy: where to evaluate (bits), length m.
+
+    Returns:
+        (low, high), arrays of length m: the (1 - confidence) / 2 and (1 + confidence) / 2
+        percentiles of :func:`logistic` over the resamples; NaN when there are no resamples
+        or one of them has no fit (as for the H50 CI).
+    """
+    x = np.asarray(entropy, dtype=float)
+    params = np.asarray(params, dtype=float).reshape(-1, 2)
+    if len(params) == 0 or np.isnan(params).any():
+        return np.full(len(x), NAN), np.full(len(x), NAN)
+    ys = 1.0 / (1.0 + np.exp(-params[:, :1] * (x[None, :] - params[:, 1:])))
+    tail = (1 - confidence) / 2 * 100
+    return np.percentile(ys, tail, axis=0), np.percentile(ys, 100 - tail, axis=0)
+
+
+#: points of a fitted curve's line and band in the figures
+FIT_POINTS = 61
 
 
 def curve_statistics(rows: Sequence[dict]) -> List[dict]:
-    """Spearman rho and H50 (with its bootstrap CI over seeds) per curve.
+    """Spearman rho, the logistic fit and H50 and H90 (with bootstrap CIs over seeds) per
+    curve.
 
-    A curve (:func:`curve_key`) is (experiment, model, N, checkpoint) over its levels. Only
-    seeds that have every level of the curve enter the H50 CI.
+    A curve (:func:`curve_key`) is (experiment, model, N, checkpoint) over its levels. The
+    fit is :func:`fit_logistic` of the mean accuracy per level (every seed of a level); only
+    seeds that have every level of the curve enter the bootstrap (:func:`logistic_bootstrap`).
 
     Returns:
         one dict per curve: ``experiment, model, train_size, checkpoint, schedule, levels,
-        seeds, rho,
-        h50, h50_ci_low, h50_ci_high, note`` (``train_size``: :func:`train_size_of`, None for
-        Experiment 2).
+        seeds, rho, k, h50, h50_ci_low, h50_ci_high, h90, h90_ci_low, h90_ci_high, note``
+        (``train_size``: :func:`train_size_of`, None for Experiment 2; H90:
+        :func:`h90_in_range`), and for the figures and predictions ``key`` (the curve key),
+        ``entropy`` and ``means`` (the levels, bits, and their mean accuracies), ``params``
+        (the bootstrap's (k, H50) per resample, shape (resamples, 2)) and ``fit``: the fitted
+        line over the levels' range (``x``, ``y``) with its 95% band (``low``, ``high``;
+        :func:`logistic_band`), or None without a fit.
     """
     curves: Dict[tuple, List[dict]] = defaultdict(list)
     for r in rows:
         curves[curve_key(r)].append(r)
     out = []
-    for (exp, model, _size, ckpt, schedule), rs in curves.items():
+    for key, rs in curves.items():
+        exp, model, _size, ckpt, schedule = key
         n = train_size_of(rs[0])
         levels = sorted({float(r["entropy_bits"]) for r in rs})
         by_seed: Dict[str, Dict[float, float]] = defaultdict(dict)
@@ -338,18 +406,31 @@ def curve_statistics(rows: Sequence[dict]) -> List[dict]:
                                dtype=float)) for h in levels]
         full = np.array([[c[h] for h in levels] for c in by_seed.values()
                          if len(c) == len(levels)])
-        h50 = fit_h50(levels, means)
-        low, high = h50_bootstrap_ci(full, levels) if len(full) else (NAN, NAN)
+        k, h50 = fit_logistic(levels, means)
+        h90 = h90_in_range(k, h50, levels)
+        boot = logistic_bootstrap(full, levels)
         notes = []
         if math.isnan(h50):
             notes.append("no 0.5 crossing within the levels" if len(levels) >= 3
                          else "fewer than 3 levels")
+        elif math.isnan(h90):
+            notes.append("no 0.9 crossing within the levels")
         if len(full) < 2:
             notes.append("fewer than 2 complete seeds: no CI")
+        fit = None
+        if not math.isnan(h50):
+            xs = np.linspace(levels[0], levels[-1], FIT_POINTS)
+            low, high = logistic_band(boot["params"], xs)
+            fit = {"x": xs.tolist(), "y": logistic(xs, k, h50).tolist(),
+                   "low": low.tolist(), "high": high.tolist()}
         out.append({"experiment": exp, "model": model, "train_size": n, "checkpoint": ckpt,
                     "schedule": schedule, "levels": len(levels), "seeds": len(by_seed),
-                    "rho": spearman_rho(levels, means), "h50": h50, "h50_ci_low": low,
-                    "h50_ci_high": high, "note": "; ".join(notes)})
+                    "rho": spearman_rho(levels, means), "k": k, "h50": h50,
+                    "h50_ci_low": boot["h50_ci"][0], "h50_ci_high": boot["h50_ci"][1],
+                    "h90": h90, "h90_ci_low": boot["h90_ci"][0],
+                    "h90_ci_high": boot["h90_ci"][1], "note": "; ".join(notes),
+                    "key": key, "entropy": levels, "means": means, "params": boot["params"],
+                    "fit": fit})
     out.sort(key=lambda r: (r["experiment"], r["model"], r["train_size"] or 0,
                             r["checkpoint"], r["schedule"]))
     return out

@@ -13,6 +13,9 @@ Subcommands, one module each in this package (``add_parser(sub)`` declares the o
     fairseq-entropy score GENERATE_OUTPUT --out DIR [--data LEVEL_DIR] [--preset P] [--seed S]
                           [--checkpoint last|best] [--path CHECKPOINT] [--force]
     fairseq-entropy aggregate RUNS_DIR... --out DIR
+    fairseq-entropy predict RESULTS_TSV... [--split NAME [--measures TSV] | --entropy BITS]
+                            [--measured RUN_DIR|score.json|results.tsv] [--preset P]
+                            [--checkpoint last|best|test-loss] [--plot PNG] [--json|--tsv]
     fairseq-entropy train-args PRESET --data LEVEL_DATABIN [--epochs E]
     fairseq-entropy run PRESET LEVEL_DATABIN RUN_DIR [--seed S] [-- fairseq-train args...]
     fairseq-entropy run PRESET LEVEL_DATABIN RUN_DIR [--seed S] [--epochs E] [--max-update U]
@@ -43,12 +46,13 @@ from typing import Optional, Sequence
 
 from ..errors import UserError
 from ..version import __version__
-from . import (aggregate, binarize, build, lock, measure, options, pack, recipes_dir, run,
-               score, sweep, train_args, unpack, user_dir)
+from . import (aggregate, binarize, build, lock, measure, options, pack, predict, recipes_dir,
+               run, score, sweep, train_args, unpack, user_dir)
 
 #: subcommand name -> its module, in the order ``--help`` lists them
 COMMANDS = {"build": build, "measure": measure, "binarize": binarize, "score": score,
-            "aggregate": aggregate, "train-args": train_args, "recipes-dir": recipes_dir,
+            "aggregate": aggregate, "predict": predict, "train-args": train_args,
+            "recipes-dir": recipes_dir,
             "user-dir": user_dir, "run": run, "sweep": sweep, "lock": lock, "pack": pack,
             "unpack": unpack}
 

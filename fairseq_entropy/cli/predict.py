@@ -1,0 +1,110 @@
+"""``fairseq-entropy predict``: a logistic in the entropy fitted to each curve of committed
+results, H50 and H90 with bootstrap CIs over seeds, the leave-one-level-out error, and a
+prediction at a split's slot entropy beside the accuracy measured there."""
+
+from __future__ import annotations
+
+import json
+
+from ..errors import UserError
+from . import options
+
+#: an entropy in bits (no upper bound: it depends on the number of verbs)
+bits = options.number(float, 0.0, what="a number of bits >= 0")
+
+
+def add_parser(sub) -> None:
+    """Add the ``predict`` subcommand to the subparsers ``sub``."""
+    from ..analysis.columns import CHECKPOINT_LABELS
+
+    p = sub.add_parser("predict", help="fit accuracy against entropy per curve (H50, H90, "
+                       "leave-one-level-out error) and predict a split's accuracy")
+    p.add_argument("results", nargs="+", help="results.tsv files of fairseq-entropy aggregate "
+                   "(e.g. results/exp1_cnn_authors/results.tsv), run directories or score.json "
+                   "files: the curves to fit, 3 levels or more each")
+    p.add_argument("--checkpoint", default="last", choices=CHECKPOINT_LABELS,
+                   help="the checkpoint of the curves (and of --measured)")
+    p.add_argument("--preset", help="fit only this preset's curves (default: every curve)")
+    p.add_argument("--split", help="predict at this split's slot entropy, read from "
+                   "--measures: the training entropy of the verb slot in which its held-out "
+                   "verb was seen (e.g. addprim_jump: jump held out of the second slot, seen "
+                   "in the first)")
+    p.add_argument("--measures", default="results/split_measures.tsv",
+                   help="split_measures.tsv (fairseq-entropy measure --tsv) that --split is "
+                   "read from")
+    p.add_argument("--entropy", type=bits, help="predict at this entropy (bits) instead of a "
+                   "split's")
+    p.add_argument("--measured", help="the measured accuracy to compare with the prediction, "
+                   "for the curve of the same preset: a run directory, a score.json or a "
+                   "results.tsv of the predicted split (one level, any number of seeds)")
+    p.add_argument("--plot", help="also draw the curves, their fits with the 95%% bootstrap "
+                   "band and the prediction into this PNG file")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--tsv", action="store_true", help="print one tab-separated row per curve "
+                   "and level (the curve's fit and prediction repeated on each)")
+
+
+def _target(args) -> dict | None:
+    """The entropy to predict at, with what it is (None when neither --split nor --entropy).
+
+    Raises:
+        UserError: both --split and --entropy; see :func:`.analysis.fit.split_entropy`.
+    """
+    from ..analysis.fit import split_entropy
+
+    if args.split is not None and args.entropy is not None:
+        raise UserError(f"--split {args.split} and --entropy {args.entropy:g}: both give the "
+                        "entropy to predict at. Fix: give one of them")
+    if args.entropy is not None:
+        return {"entropy_bits": args.entropy, "what": "given by --entropy"}
+    if args.split is None:
+        if args.measured is not None:
+            raise UserError(f"--measured {args.measured}: there is no prediction to compare "
+                            "it with. Fix: give --split NAME or --entropy BITS")
+        return None
+    s = split_entropy(args.measures, args.split)
+    return {**s, "what": f"{args.split} (training entropy of the {s['seen_slot']} verb slot, "
+                         f"where {s['word']} was seen; held out of the {s['held_out_slot']}, "
+                         f"{s['held_out_bits']:.3f} bits there; {s['source']})"}
+
+
+def run(args) -> None:
+    """``predict``: the fits, leave-one-level-out errors and prediction of
+    :func:`fairseq_entropy.analysis.fit.predict`, as a table, JSON or TSV, and with
+    ``--plot`` their figure (:func:`fairseq_entropy.analysis.report.plot_figure`)."""
+    from ..analysis.aggregate import collect_scores
+    from ..analysis.fit import (measured_accuracy, predict, predict_json, predict_text,
+                                predict_tsv)
+
+    if args.json and args.tsv:
+        raise UserError("--json and --tsv: one output format at a time. Fix: give one of them")
+    target = _target(args)
+    rows = collect_scores(args.results)
+    measured = None
+    if args.measured is not None:
+        measured = measured_accuracy(collect_scores([args.measured]), args.checkpoint,
+                                     f"--measured {args.measured}")
+    records = predict(rows, args.checkpoint, args.preset,
+                      None if target is None else target["entropy_bits"], measured)
+    if args.plot:
+        _plot(rows, records, args)
+    if args.json:
+        print(json.dumps(predict_json(records, target), indent=2))
+    elif args.tsv:
+        print(predict_tsv(records), end="")
+    else:
+        print(predict_text(records, target), end="")
+
+
+def _plot(rows, records, args) -> None:
+    """Draw the fitted curves of ``records`` into ``args.plot`` (one panel per curve)."""
+    from ..analysis import statistics as st
+    from ..analysis.report import plot_figure
+
+    keys = {c["key"] for c in records}
+    cells = [c for c in st.cell_statistics([r for r in rows if r["entropy_bits"] is not None])
+             if st.curve_key(c) in keys]
+    fits = {c["key"]: c["fit"] for c in records}
+    plot_figure(cells, [], "predict", args.plot, fits=fits,
+                panel=lambda c: f"{c['experiment']}: {c['model']} N={c['train_size']}",
+                title=f"Accuracy against entropy: logistic fit ({args.checkpoint} checkpoint)")
