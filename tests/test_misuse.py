@@ -42,6 +42,9 @@ KINDS = {
     ("score", "data"): "in-dir", ("score", "preset"): "name", ("score", "model"): "name",
     ("score", "path"): "in-file", ("score", "split"): "name",
     ("aggregate", "roots"): "in-dir", ("aggregate", "out"): "out-dir",
+    ("predict", "results"): "in-text", ("predict", "preset"): "name",
+    ("predict", "split"): "name", ("predict", "measures"): "in-text",
+    ("predict", "measured"): "in-file", ("predict", "plot"): "out-file",
     ("train-args", "preset"): "name", ("train-args", "data"): "in-dir",
     ("train-args", "presets"): "in-text", ("train-args", "field"): "name",
     ("train-args", "user_dir"): "in-dir",
@@ -69,6 +72,10 @@ EXTRA = {
     ("build exp2", "restricted_verb"): ["fly"],
     ("build exp2", "support_order"): ["walk,fly"],
     ("measure", "components"): ["verbs"],
+    # SCAN splits that hold out no (verb, slot) pair: no slot entropy to predict at
+    ("predict", "split"): ["length", "simple"],
+    # a results.tsv with one level per curve (the world's score): nothing to fit
+    ("predict", "results"): ["@runs"],
     ("score", "preset"): ["nope", "exp2_cnn_authors"],
     ("score", "model"): ["nope"],
     ("score", "split"): ["tset"],
@@ -207,6 +214,9 @@ def world(tmp_path_factory):
     (w / "presets.json").write_text(
         '{\n  "mine": {\n    "arch": "scan_cnn_paper",\n    "experiment": "exp1",\n'
         '    "batch_size": 8,\n    "epochs": 2\n  }\n}\n')
+    for name, dest in (("exp1_cnn_authors/results.tsv", "curve.tsv"),
+                       ("split_measures.tsv", "split_measures.tsv")):
+        (w / dest).write_bytes((REPO / "results" / name).read_bytes())
     (w / "a_dir").mkdir()
     (w / "a_file").write_text("x\n")
     return w
@@ -224,6 +234,8 @@ BASES = {
     "score": "score {w}/gen.txt --out {t}/s --data {w}/exp1/entropy_3.0 "
              "--preset exp1_cnn_authors --seed 1 --unverified",
     "aggregate": "aggregate {w}/runs --out {t}/agg",
+    "predict": "predict {w}/curve.tsv --split addprim_jump --measures {w}/split_measures.tsv "
+               "--measured {w}/runs/last/score.json",
     "train-args": "train-args exp1_cnn_authors --data {w}/bin/entropy_3.0",
     "run": "run exp1_cnn_authors {w}/bin/entropy_3.0 {t}/run --device cpu",
     "sweep": "sweep {w}/grid.toml --dry-run --root {t}/root --device cpu",
@@ -293,7 +305,8 @@ def _resolve(value: str, w: Path, t: Path, src) -> str:
         return value
     name, _, sub = value[1:].partition("/")
     path = {"missing": t / "nosuch", "dir": w / "a_dir", "file": w / "a_file",
-            "exp2-level": w / "exp2" / "support_2", "exp1-build": w / "exp1"}.get(name)
+            "exp2-level": w / "exp2" / "support_2", "exp1-build": w / "exp1",
+            "runs": w / "runs"}.get(name)
     if path is None:  # a text variant of the option's valid file
         path = _text_variant(src, name, t / f"variant{Path(src).suffix}")
     return str(path / sub) if sub else str(path)
@@ -316,7 +329,9 @@ def _valid_source(command, action, w):
             ("run", "presets"): w / "presets.json",
             ("score", "presets"): w / "presets.json",
             ("sweep", "presets"): w / "presets.json",
-            ("sweep", "grid"): w / "grid.toml"}.get((command, action.dest))
+            ("sweep", "grid"): w / "grid.toml",
+            ("predict", "results"): w / "curve.tsv",
+            ("predict", "measures"): w / "split_measures.tsv"}.get((command, action.dest))
 
 
 def cases():

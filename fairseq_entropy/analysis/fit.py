@@ -189,14 +189,15 @@ def measured_accuracy(rows: Sequence[dict], checkpoint: str, where: str) -> Dict
 
 def predict(rows: Sequence[dict], checkpoint: str = "last", preset: Optional[str] = None,
             entropy: Optional[float] = None,
-            measured: Optional[Dict[str, dict]] = None) -> List[dict]:
+            measured: Optional[Dict[str, dict]] = None,
+            where: str = "the results") -> List[dict]:
     """Fit, leave-one-level-out error and prediction per curve of ``rows``.
 
     Args:
         rows: result rows (``results.tsv`` or scores); checkpoint: the curves' checkpoint;
         preset: only this preset's curves (None: all); entropy: where to predict (bits;
         None: no prediction); measured: :func:`measured_accuracy` (set beside the curves of
-        the same preset).
+        the same preset); where: the inputs, for errors.
 
     Returns:
         one record per curve with 3 levels or more: the keys of
@@ -220,22 +221,24 @@ def predict(rows: Sequence[dict], checkpoint: str = "last", preset: Optional[str
     mine = [r for r in mine if r["entropy_bits"] is not None]
     if not mine:
         have = sorted({f"{st.model_of(r)} ({r['checkpoint']})" for r in rows})
-        raise FitError(f"--preset/--checkpoint: no curve of {preset or 'any preset'} at the "
+        raise FitError(f"{where}: no curve of {preset or 'any preset'} at the "
                        f"{checkpoint} checkpoint among {', '.join(have)}. Fix: choose one of "
-                       "those")
+                       "those with --preset and --checkpoint")
+    presets = {st.model_of(r) for r in mine}
+    if measured is not None and not set(measured) & presets:
+        raise FitError(f"--measured: its preset(s) {', '.join(sorted(measured))} have no curve "
+                       f"here (curves: {', '.join(sorted(presets))}). Fix: measure the same "
+                       "preset as a curve, or pass that preset's curve")
     curves = st.curve_statistics(mine)
     fitted = [c for c in curves if c["levels"] >= MIN_LEVELS]
     skipped = [f"{c['experiment']} {c['model']} N={c['train_size']} ({c['levels']} level"
                f"{'s' if c['levels'] != 1 else ''})" for c in curves if c not in fitted] \
         + no_bits
     if not fitted:
-        raise FitError(f"every curve has fewer than {MIN_LEVELS} levels: {', '.join(skipped)};"
-                       " a logistic in the entropy needs at least 3. Fix: pass results with "
-                       "3 levels or more per curve (e.g. results/exp1_cnn_authors/results.tsv)")
-    if measured is not None and not set(measured) & {c["model"] for c in fitted}:
-        raise FitError(f"--measured: its preset(s) {', '.join(sorted(measured))} have no curve "
-                       f"here (curves: {', '.join(sorted({c['model'] for c in fitted}))}). "
-                       "Fix: measure the same preset as a curve, or pass that preset's curve")
+        raise FitError(f"{where}: every curve has fewer than {MIN_LEVELS} levels: "
+                       f"{', '.join(skipped)}; a logistic in the entropy needs at least 3. "
+                       "Fix: pass results with 3 levels or more per curve (e.g. "
+                       "results/exp1_cnn_authors/results.tsv)")
     levels_of = {(st.curve_key(r), float(r["entropy_bits"])): str(r["level"]) for r in mine}
     for c in fitted:
         c["loo"] = [{**x, "level": levels_of[(c["key"], x["entropy_bits"])]}

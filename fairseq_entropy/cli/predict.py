@@ -85,7 +85,8 @@ def run(args) -> None:
         measured = measured_accuracy(collect_scores([args.measured]), args.checkpoint,
                                      f"--measured {args.measured}")
     records = predict(rows, args.checkpoint, args.preset,
-                      None if target is None else target["entropy_bits"], measured)
+                      None if target is None else target["entropy_bits"], measured,
+                      where=" ".join(args.results))
     if args.plot:
         _plot(rows, records, args)
     if args.json:
