@@ -55,8 +55,9 @@ def test_one_seed_figures_claim_no_ci_and_give_n_and_the_checkpoint(tmp_path, dr
     for fig in figs.values():
         (ax,) = [a for a in fig.axes if a.get_visible()]
         labels = sorted(t.get_text() for t in check_panel(ax).get_texts())
-        assert labels == ["ours, 1 seed", "paper, mean +- std of 5 seeds"]
-        assert not any("CI" in label for label in labels)
+        # one seed: the fitted logistic without a bootstrap band
+        assert labels == ["logistic fit", "ours, 1 seed", "paper, mean +- std of 5 seeds"]
+        assert not any("CI" in label or "band" in label for label in labels)
         assert not ax.containers[0].has_yerr  # no error bars over one seed
         assert caption(fig).startswith("N = 6000 training commands; last checkpoint.")
         assert "1 seed: no CI" in caption(fig)
@@ -66,7 +67,8 @@ def test_three_seed_figures_draw_the_ci(tmp_path, drawn):
     figs = figure_of("exp1_cnn_authors", tmp_path, drawn)
     (ax,) = [a for a in figs["fig_exp1.png"].axes if a.get_visible()]
     labels = sorted(t.get_text() for t in check_panel(ax).get_texts())
-    assert labels == ["ours, 3 seeds, 95% CI", "paper, mean +- std of 5 seeds"]
+    assert labels == ["fit, 95% bootstrap band", "logistic fit", "ours, 3 seeds, 95% CI",
+                      "paper, mean +- std of 5 seeds"]
     assert ax.containers[0].has_yerr
     assert "N = 6000 training commands; last checkpoint" in caption(figs["fig_exp1.png"])
 

@@ -296,7 +296,8 @@ def predict_text(records: Sequence[dict], target: Optional[dict] = None) -> str:
     "what"}``), the prediction and the measured value."""
     lines = []
     for c in records:
-        lines += [f"curve {curve_name(c)}: {c['levels']} levels, {c['seeds']} seeds",
+        lines += [f"curve {curve_name(c)}: {c['levels']} levels, {c['seeds']} seed"
+                  f"{'s' if c['seeds'] != 1 else ''}",
                   f"  logistic acc = 1/(1+exp(-k(H-H50))): k = {_num(c['k'], 3)} per bit, "
                   f"H50 = {_num(c['h50'], 3)} bits {_ci(c['h50_ci_low'], c['h50_ci_high'])}, "
                   f"H90 = {_num(c['h90'], 3)} bits {_ci(c['h90_ci_low'], c['h90_ci_high'])} "
@@ -307,7 +308,8 @@ def predict_text(records: Sequence[dict], target: Optional[dict] = None) -> str:
         for x in c["loo"]:
             lines.append(f"    {x['level']:<14} {x['entropy_bits']:>7.3f} {x['measured']:>8.4f} "
                          f"{_num(x['predicted']):>9} {_num(x['error']):>7}")
-        lines.append(f"    mean absolute error: {_num(c['loo_mae'])}")
+        lines.append(f"    mean absolute error: {_num(c['loo_mae'])}" + (
+            f" (a refit needs {MIN_LEVELS} other levels)" if c["levels"] <= MIN_LEVELS else ""))
         if target is not None:
             lines.append(f"  predicted at H = {target['entropy_bits']:.3f} bits, "
                          f"{target['what']}: {_num(c['predicted'])} "

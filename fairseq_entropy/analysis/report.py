@@ -14,8 +14,9 @@ Figures, after the paper's:
 * ``fig_<experiment>+<variant>.png``: each data variant (another component class, subword
   tokens; :func:`.provenance.data_variant`), which the paper does not report, on its own.
 
-Each panel shows our mean (with its 95% bootstrap CI where a cell has 2 seeds or more) beside
-the paper's mean +- std in grey, the legend under the panel and a caption giving N and the
+Each panel shows our mean (with its 95% bootstrap CI where a cell has 2 seeds or more) and its
+logistic fit (dotted, with its 95% bootstrap band over seeds) beside the paper's mean +- std in
+grey, the legend under the panel and a caption giving N and the
 checkpoint (:func:`plot_figure`, which draws every figure).  The overview
 ``accuracy_vs_entropy.png`` has one panel per (figure, curve) of all of them.
 """
@@ -153,8 +154,8 @@ def figure_caption(cells: Sequence[dict], paper: bool = True, fit: bool = False)
     return (f"{n_text}; {', '.join(ckpts)} checkpoint. Ours: mean over seeds"
             + (" with its 95% bootstrap CI (2 seeds or more)" if most >= 2 else
                " (1 seed: no CI)")
-            + ("; dotted: logistic fit of the mean, shaded: its 95% bootstrap band over seeds"
-               if fit else "")
+            + ("; dotted: logistic fit of the mean (shaded: its 95% bootstrap band over seeds, "
+               "2 seeds or more)" if fit else "")
             + ("; paper: mean +- std over 5 seeds (grey, dashed, shaded)." if paper else "."))
 
 
