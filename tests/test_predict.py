@@ -159,12 +159,13 @@ def cnn_means():
     return levels, [sum(acc[h]) / len(acc[h]) for h in levels]
 
 
-def synthetic_score(run_dir: Path, accuracy: float, preset="exp1_cnn_authors") -> Path:
+def synthetic_score(run_dir: Path, accuracy: float, preset="exp1_cnn_authors",
+                    model="cnn_authors") -> Path:
     """A score.json of a SCAN run as ``score`` writes its fields (only those predict reads)."""
     path = run_dir / "last" / "score.json"
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps({
-        "experiment": "scan", "preset": preset, "model": "cnn_authors", "n_train": 13936,
+        "experiment": "scan", "preset": preset, "model": model, "n_train": 13936,
         "level": "scan_jump", "entropy_bits": 1.997, "checkpoint": "last", "seed": 1,
         "accuracy": accuracy}))
     return path
@@ -212,6 +213,19 @@ def test_predict_prints_a_table_a_tsv_and_a_plot(tmp_path, capsys):
     assert {r["measured"] for r in rows} == {"0.650000"}
 
 
+def test_a_scan_preset_of_the_same_model_is_compared_by_model(tmp_path, capsys):
+    """A SCAN run needs a preset of the scan experiment (e.g. one that extends
+    exp1_cnn_authors): its model names the curve it is compared with."""
+    synthetic_score(tmp_path / "run", 0.6, preset="scan_cnn_authors")
+    code, out, err = run_cli(["predict", str(CNN), "--entropy", "2.2663", "--measured",
+                              str(tmp_path / "run"), "--json"], capsys)
+    assert code == 0, err
+    (c,) = json.loads(out)["curves"]
+    assert c["measured"]["matched_by"] == "model" and c["measured"]["preset"] == \
+        "scan_cnn_authors"
+    assert c["difference"] == pytest.approx(0.6 - c["predicted"])
+
+
 def _header_only(tmp_path):
     p = tmp_path / "empty.tsv"
     p.write_text(CNN.read_text().splitlines()[0] + "\n")
@@ -235,7 +249,8 @@ def _one_level(tmp_path):
     (lambda t: CNN, ["--json", "--tsv"], "one output format"),
 ])
 def test_bad_input_exits_2_with_one_line(make, args, text, tmp_path, capsys):
-    synthetic_score(tmp_path / "other", 0.5, preset="exp1_transformer_sinusoidal")
+    synthetic_score(tmp_path / "other", 0.5, preset="exp1_transformer_sinusoidal",
+                    model="transformer")
     argv = ["predict", str(make(tmp_path)), "--measures", str(MEASURES),
             *[a.format(t=tmp_path) for a in args]]
     if "--measured" in args and "no prediction" not in text:

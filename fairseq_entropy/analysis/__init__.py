@@ -7,8 +7,11 @@ floor and :mod:`fairseq_entropy.scan`), never from ``experiments`` or ``cli``:
    (the paper's accuracies, ``paper_results.tsv``);
 2. :mod:`.metrics` (graded metrics), :mod:`.provenance` (where a score comes from: manifest,
    checkpoint, preset, seed) and :mod:`.scoring` (one decode to ``score.json``);
-3. :mod:`.statistics` (seed statistics, Spearman rho, H50, agreement with the paper);
+3. :mod:`.statistics` (seed statistics, Spearman rho, the logistic fit, H50 and H90,
+   agreement with the paper);
 4. :mod:`.report` (``summary.tsv``, ``curves.tsv``, figures, ``report.md``);
 5. :mod:`.aggregate` (score files to ``results.tsv`` and the report: the ``aggregate``
-   command).
+   command);
+6. :mod:`.fit` (the model of a curve: leave-one-level-out error, a split's slot entropy, the
+   prediction there: the ``predict`` command).
 """

@@ -159,8 +159,9 @@ def measured_accuracy(rows: Sequence[dict], checkpoint: str, where: str) -> Dict
         checkpoint: the checkpoint label to use; where: the option and path, for errors.
 
     Returns:
-        preset -> ``{"mean", "n", "experiment", "level", "entropy_bits"}`` (the mean over
-        seeds of the rows of ``checkpoint``; ``entropy_bits`` as the score records it).
+        preset -> ``{"preset", "model", "mean", "n", "experiment", "level", "entropy_bits"}``
+        (the mean over seeds of the rows of ``checkpoint``; ``model``: the runs' model, the
+        architecture; ``entropy_bits`` as the score records it).
 
     Raises:
         FitError: no row of ``checkpoint``, or a preset's rows span several levels.
@@ -181,7 +182,8 @@ def measured_accuracy(rows: Sequence[dict], checkpoint: str, where: str) -> Dict
                            f"({', '.join(f'{e} {lv}' for e, lv in levels)}), not of one "
                            "split. Fix: pass the run directory or score.json of the "
                            "predicted split only")
-        out[preset] = {"mean": float(np.mean([float(r["accuracy"]) for r in rs])),
+        out[preset] = {"preset": preset, "model": str(rs[0]["model"]),
+                       "mean": float(np.mean([float(r["accuracy"]) for r in rs])),
                        "n": len(rs), "experiment": levels[0][0], "level": levels[0][1],
                        "entropy_bits": rs[0].get("entropy_bits")}
     return out
@@ -196,8 +198,10 @@ def predict(rows: Sequence[dict], checkpoint: str = "last", preset: Optional[str
     Args:
         rows: result rows (``results.tsv`` or scores); checkpoint: the curves' checkpoint;
         preset: only this preset's curves (None: all); entropy: where to predict (bits;
-        None: no prediction); measured: :func:`measured_accuracy` (set beside the curves of
-        the same preset); where: the inputs, for errors.
+        None: no prediction); measured: :func:`measured_accuracy`, set beside the curve of
+        the same preset or, where no measured preset has a curve, of the same model (the
+        architecture, e.g. a SCAN preset that extends ``exp1_cnn_authors``); where: the
+        inputs, for errors.
 
     Returns:
         one record per curve with 3 levels or more: the keys of
@@ -212,7 +216,7 @@ def predict(rows: Sequence[dict], checkpoint: str = "last", preset: Optional[str
 
     Raises:
         FitError: no curve of ``checkpoint`` (and ``preset``), every such curve has fewer
-            than 3 levels, or ``measured`` names no preset of the curves.
+            than 3 levels, or ``measured`` names no preset (nor model) of the curves.
     """
     mine = [r for r in rows if r["checkpoint"] == checkpoint
             and (preset is None or st.model_of(r) == preset)]
@@ -224,11 +228,8 @@ def predict(rows: Sequence[dict], checkpoint: str = "last", preset: Optional[str
         raise FitError(f"{where}: no curve of {preset or 'any preset'} at the "
                        f"{checkpoint} checkpoint among {', '.join(have)}. Fix: choose one of "
                        "those with --preset and --checkpoint")
-    presets = {st.model_of(r) for r in mine}
-    if measured is not None and not set(measured) & presets:
-        raise FitError(f"--measured: its preset(s) {', '.join(sorted(measured))} have no curve "
-                       f"here (curves: {', '.join(sorted(presets))}). Fix: measure the same "
-                       "preset as a curve, or pass that preset's curve")
+    arch_of = {st.model_of(r): str(r["model"]) for r in mine}  # preset -> its model
+    match = _match_measured(measured, arch_of)
     curves = st.curve_statistics(mine)
     fitted = [c for c in curves if c["levels"] >= MIN_LEVELS]
     skipped = [f"{c['experiment']} {c['model']} N={c['train_size']} ({c['levels']} level"
@@ -247,8 +248,41 @@ def predict(rows: Sequence[dict], checkpoint: str = "last", preset: Optional[str
         c["loo_mae"] = float(np.mean(errs)) if errs else st.NAN
         c["skipped"] = skipped
         if entropy is not None:
-            _predict_at(c, entropy, (measured or {}).get(c["model"]))
+            _predict_at(c, entropy, match.get(c["model"]))
     return fitted
+
+
+def _match_measured(measured: Optional[Dict[str, dict]],
+                    arch_of: Dict[str, str]) -> Dict[str, dict]:
+    """Curve preset -> its measured record: by preset, else (no measured preset has a curve)
+    by model, the record's ``matched_by`` saying which.
+
+    Raises:
+        FitError: a measurement that matches no curve, or one model measured under several
+            presets none of which has a curve.
+    """
+    if measured is None:
+        return {}
+    if set(measured) & set(arch_of):
+        return {p: {**m, "matched_by": "preset"} for p, m in measured.items() if p in arch_of}
+    by_model: Dict[str, List[dict]] = defaultdict(list)
+    for m in measured.values():
+        by_model[m["model"]].append(m)
+    out = {}
+    for preset, model in arch_of.items():
+        ms = by_model.get(model, [])
+        if len(ms) > 1:
+            raise FitError(f"--measured: presets {', '.join(m['preset'] for m in ms)} of "
+                           f"model {model} and none has a curve here. Fix: pass the scores "
+                           "of one preset")
+        if ms:
+            out[preset] = {**ms[0], "matched_by": "model"}
+    if not out:
+        raise FitError(f"--measured: its preset(s) {', '.join(sorted(measured))} (model(s) "
+                       f"{', '.join(sorted(by_model))}) have no curve here (curves: "
+                       f"{', '.join(f'{p} ({m})' for p, m in sorted(arch_of.items()))}). "
+                       "Fix: measure a preset or model that has a curve, or pass its curve")
+    return out
 
 
 def _predict_at(curve: dict, entropy: float, measured: Optional[dict]) -> None:
@@ -318,7 +352,10 @@ def predict_text(records: Sequence[dict], target: Optional[dict] = None) -> str:
             m = c["measured"]
             if m is not None:
                 lines.append(f"  measured: {m['mean']:.4f} ({m['experiment']} {m['level']}, "
-                             f"{m['n']} seed{'s' if m['n'] != 1 else ''}); measured - "
+                             f"preset {m['preset']}"
+                             + (f", same model {m['model']}" if m["matched_by"] == "model"
+                                else "")
+                             + f", {m['n']} seed{'s' if m['n'] != 1 else ''}); measured - "
                              f"predicted = {_num(c['difference'])}; inside the interval: "
                              f"{c['inside']}")
     if records and records[0]["skipped"]:
