@@ -35,7 +35,8 @@ def add_parser(sub) -> None:
     p.add_argument("--entropy", type=bits, help="predict at this entropy (bits) instead of a "
                    "split's")
     p.add_argument("--measured", help="the measured accuracy to compare with the prediction, "
-                   "for the curve of the same preset: a run directory, a score.json or a "
+                   "for the curve of the same preset (or, when no measured preset has a "
+                   "curve, of the same model): a run directory, a score.json or a "
                    "results.tsv of the predicted split (one level, any number of seeds)")
     p.add_argument("--plot", help="also draw the curves, their fits with the 95%% bootstrap "
                    "band and the prediction into this PNG file")
