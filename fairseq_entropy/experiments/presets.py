@@ -36,6 +36,7 @@ from typing import Dict, List, Optional
 
 from ..errors import DataFormatError, UserError
 from ..files import loads_json, read_json, read_text
+from ..scan.lm_format import data_format
 
 DEFAULT_CRITERION = ["--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0",
                      "--report-accuracy"]
@@ -332,7 +333,6 @@ def train_size(data_dir: str | os.PathLike) -> int:
         PresetError: the index file is missing or not a fairseq mmap index.
     """
     from ..scan.databin import SOURCE_LANG, TARGET_LANG, BinarizeError, read_mmap_index
-    from ..scan.lm_format import data_format
 
     prefix = os.path.join(str(data_dir), "train" if data_format(data_dir) == "lm" else
                           f"train.{SOURCE_LANG}-{TARGET_LANG}.{SOURCE_LANG}")
@@ -354,8 +354,6 @@ def check_fits_data(preset: dict, data_dir: str | os.PathLike) -> None:
         PresetError: the preset's ``experiment`` or ``format`` differs from the level's
             (names both and the fix).
     """
-    from ..scan.lm_format import data_format
-
     fmt, data_fmt = preset.get("format", "pairs"), data_format(data_dir)
     if fmt != data_fmt:
         raise PresetError(f"{data_dir}: {data_fmt}-format data, but the preset (arch "

@@ -102,13 +102,14 @@ class PromptGreedyGenerator:
 
     def _step(self, models, states, tokens: Tensor) -> Tensor:
         """Log-probabilities [B, V] of the token after ``tokens`` [B, t], each model reading
-        only the last token with its incremental state."""
+        only the last token with its incremental state; padding gets -inf."""
         outs = []
         for model, state in zip(models, states):
             decoder_out = model.decoder(tokens, incremental_state=state)
             logits = decoder_out[0][:, -1:, :]
             outs.append(model.get_normalized_probs((logits, decoder_out[1]),
                                                    log_probs=True)[:, -1, :].float())
-        if len(outs) == 1:
-            return outs[0]
-        return torch.logsumexp(torch.stack(outs), dim=0) - math.log(len(outs))
+        lprobs = outs[0] if len(outs) == 1 else \
+            torch.logsumexp(torch.stack(outs), dim=0) - math.log(len(outs))
+        lprobs[:, self.pad] = -math.inf  # never padding (as fairseq's SequenceGenerator)
+        return lprobs
