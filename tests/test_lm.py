@@ -43,7 +43,17 @@ def dataset(d, lines=LINES) -> PromptLineDataset:
 
 
 def tiny_lm(d, scheme="sinusoidal", seed=0):
+    """A 2-layer scan_transformer_lm (d=32) with ``scheme``, or fairseq's stock transformer_lm
+    of that size for ``scheme="stock"``; in eval mode."""
     torch.manual_seed(seed)
+    if scheme == "stock":
+        from fairseq.models.transformer_lm import TransformerLanguageModel, base_lm_architecture
+        args = argparse.Namespace(decoder_layers=2, decoder_embed_dim=32, dropout=0.0,
+                                  decoder_ffn_embed_dim=64, decoder_attention_heads=2,
+                                  tokens_per_sample=64, max_target_positions=64,
+                                  add_bos_token=False, tpu=False)
+        base_lm_architecture(args)
+        return TransformerLanguageModel.build_model(args, Task(d)).eval()
     args = argparse.Namespace(embed_dim=32, decoder_layers=2, attention_heads=2, dropout=0.0,
                               position_encoding=scheme, position_buckets=4,
                               max_relative_positions=16)
@@ -133,10 +143,10 @@ def test_a_hand_checked_copy_model_decodes_exactly_and_never_reads_the_reference
     assert [h[0]["tokens"].tolist() for h in again] == [h[0]["tokens"].tolist() for h in hyps]
     # max_len: a hypothesis is cut with </s> (fairseq's behaviour)
     short = PromptGreedyGenerator([model], d, 0, 2).generate([model], sample)
-    assert d.string(short[2][0]["tokens"], include_eos=True) == "jump </s>"
+    assert d.string(short[2][0]["tokens"], include_eos=True) == "jump and </s>"
 
 
-@pytest.mark.parametrize("scheme", ["sinusoidal", "learned", "relative", "rope"])
+@pytest.mark.parametrize("scheme", ["sinusoidal", "learned", "relative", "rope", "stock"])
 def test_batched_mixed_length_prompts_decode_as_one_at_a_time(scheme):
     d = dictionary()
     model = tiny_lm(d, scheme, seed=3)
@@ -154,7 +164,7 @@ def test_batched_mixed_length_prompts_decode_as_one_at_a_time(scheme):
         tokens = torch.cat([tokens.new_tensor([d.eos()]), tokens])[None]
         out = []
         with torch.no_grad():
-            for _ in range(12):
+            for _ in range(13):
                 logits = model(tokens)[0][0, -1]
                 logits[d.pad()] = float("-inf")           # never padding, as fairseq
                 nxt = int(logits.argmax())
@@ -202,3 +212,25 @@ def test_paper_preset_has_about_the_parameters_of_the_encoder_decoder():
     assert (n_enc_dec, n_lm) == (1796894, 1858463)
     assert abs(n_lm / n_enc_dec - 1) < 0.04
     assert lm_args.decoder_layers == 7 and lm_args.attention_heads == 2   # heads of 64
+
+
+def test_training_batches_are_those_of_epoch_1_and_sorted_by_prompt_length():
+    from fairseq.data import data_utils
+
+    from fairseq_entropy.data import FirstEpochOrderDataset
+
+    d = dictionary()
+    tensors = [d.encode_line(f"{c} <sep> {a}", add_if_not_exist=False).long()
+               for c, a in LINES * 4]
+    ds = PromptLineDataset(tensors, [len(t) for t in tensors], d, shuffle=True)
+    wrapped = FirstEpochOrderDataset(ds)
+    wrapped.order_seed = 2
+    with data_utils.numpy_seed(7):
+        first = wrapped.ordered_indices()
+    with data_utils.numpy_seed(99):                    # a resumed run's other epoch seed
+        again = wrapped.ordered_indices()
+    assert first.tolist() == again.tolist()
+    assert sorted(first.tolist()) == list(range(len(tensors)))
+    prompts = ds.src_sizes[first]
+    assert (prompts[1:] >= prompts[:-1]).all()         # batches hold one prompt length
+    assert ds.tgt_sizes.tolist() == [len(a.split()) + 1 for _, a in LINES * 4]

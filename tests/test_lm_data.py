@@ -66,7 +66,8 @@ def lm_run(tmp_path_factory, preprocess_worker):
                   "--decoder-layers", "1", "--criterion", "label_smoothed_cross_entropy",
                   "--optimizer", "adam", "--lr", "1e-3", "--batch-size", "8",
                   "--max-update", "4", "--eval-seq-acc", "--eval-seq-acc-max-len-b", "8",
-                  "--random-batches", "--save-dir", tmp / "ck", "--no-epoch-checkpoints",
+                  "--random-batches", "--progress-interval", "1e-9",
+                  "--save-dir", tmp / "ck", "--no-epoch-checkpoints",
                   "--cpu", "--num-workers", "0", "--seed", "1", cwd=tmp)
     assert res.returncode == 0, res.stderr[-3000:]
     return tmp, data, examples, res.stdout + res.stderr
@@ -101,7 +102,7 @@ def test_stock_transformer_lm_trains_on_the_lm_format(lm_run):
 
 def test_generate_decodes_each_command_from_its_prompt(lm_run):
     tmp, data, examples, log = lm_run
-    assert "seq_acc" in log
+    assert "seq_acc" in log and "progress: epoch" in log
     res = fairseq("fairseq_cli.generate", data, "--user-dir", USER_DIR, "--task",
                   "systematicity_lm", "--path", tmp / "ck" / "checkpoint_last.pt",
                   "--gen-subset", "test", "--beam", "1", "--max-len-a", "0", "--max-len-b", "6",
@@ -113,7 +114,7 @@ def test_generate_decodes_each_command_from_its_prompt(lm_run):
     assert sorted(samples) == list(range(len(examples)))
     for sid, s in samples.items():
         assert (s["S"], s["T"]) == (examples[sid].command, examples[sid].actions)
-        assert 1 <= len(s["H"].split()) <= 5     # at most 6 tokens with </s>
+        assert 1 <= len(s["H"].split()) <= 6     # at most 6 tokens before </s>
         assert "<sep>" not in s["H"]
 
 
@@ -125,7 +126,7 @@ def test_interactive_answers_a_raw_command(lm_run):
     assert res.returncode == 0, res.stderr[-3000:]
     lines = dict(line.split("\t", 1) for line in res.stdout.splitlines() if "\t" in line)
     assert lines["S-0"] == "jump twice and walk"
-    assert 1 <= len(lines["H-0"].split("\t")[1].split()) <= 3
+    assert 1 <= len(lines["H-0"].split("\t")[1].split()) <= 4
 
 
 def lm_task(data):

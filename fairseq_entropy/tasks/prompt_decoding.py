@@ -24,7 +24,8 @@ class PromptGreedyGenerator:
         models: the fairseq decoder-only models (an ensemble averages their probabilities).
         dictionary: the lm dictionary (pad, eos and ``<sep>``).
         max_len_a, max_len_b: at most ``max_len_a * prompt length + max_len_b`` tokens are
-            generated per row, ``</s>`` included (fairseq's options of the same name).
+            generated per row before its ``</s>`` (fairseq's options, with their meaning in
+            ``SequenceGenerator``).
 
     ``generate(models, sample)`` returns, per row of ``sample["net_input"]["src_tokens"]``
     [B, T], ``[{"tokens": [L] (ending in </s>), "score": mean log-probability,
@@ -72,7 +73,8 @@ class PromptGreedyGenerator:
         return hypos
 
     def _greedy(self, models, prompt: Tensor, max_len: int) -> List[Dict]:
-        """Greedy decoding of ``prompt`` [B, P] (no padding) for at most ``max_len`` tokens."""
+        """Greedy decoding of ``prompt`` [B, P] (no padding): at most ``max_len`` tokens, then
+        ``</s>``."""
         states = [{} for _ in models]
         tokens = prompt
         bsz, plen = prompt.shape
@@ -80,10 +82,10 @@ class PromptGreedyGenerator:
         for t in range(1, plen):  # the prompt, one position at a time, fills the caches
             self._step(models, states, prompt[:, :t])
         done = torch.zeros(bsz, dtype=torch.bool, device=prompt.device)
-        for _ in range(max_len):
+        for step in range(max_len + 1):
             lprobs = self._step(models, states, tokens)
             best, nxt = lprobs.max(dim=-1)
-            if _ + 1 == max_len:  # fairseq ends a hypothesis at max_len with </s>
+            if step == max_len:  # fairseq ends a hypothesis at max_len with </s>
                 nxt = torch.where(done, nxt, torch.full_like(nxt, self.eos))
                 best = lprobs.gather(1, nxt[:, None])[:, 0]
             tokens = torch.cat([tokens, nxt[:, None]], dim=1)
