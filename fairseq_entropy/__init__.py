@@ -50,10 +50,12 @@ def _quiet_fairseq_deprecations() -> None:
 
 def register() -> None:
     """Allow-list the checkpoint globals, then register the plugin's tasks, criterions and
-    models with fairseq (idempotent: each module registers once, on its first import)."""
-    from . import checkpoint
+    models with fairseq, and give numpy the ``compat.long`` that fairseq's stock language-modeling
+data reads (:mod:`.numpy_compat`) (idempotent: each module registers once, on its first import)."""
+    from . import checkpoint, numpy_compat
 
     checkpoint.install()  # allow-list the checkpoint globals before any checkpoint is read
+    numpy_compat.install()  # fairseq's TokenBlockDataset reads numpy.compat.long
     from . import criterions, models, optim, tasks  # noqa: F401
 
 

@@ -138,7 +138,7 @@ def test_score_and_aggregate_cli(tmp_path, capsys):
                      # no checkpoint (--unverified): no schedule was recorded; the preset's
                      # own schedule is 24 epochs of ceil(10 / 32) = 1 update
                      "schedule": "unknown", "updates": "", "epochs": "",
-                     "preset_max_update": "24",
+                     "preset_max_update": "24", "model_family": "encoder-decoder",
                      # by hand: 7 of the 8 clauses match (sample 0's jump clause does not);
                      # sample 0 is wrong in the restricted verb's clause only; no output has
                      # 4 tokens, so corpus BLEU has no 4-gram match

@@ -54,7 +54,8 @@ def read_results_tsv(path: str | os.PathLike) -> List[dict]:
     lines = read_lines(path)
     reader = csv.DictReader(lines, delimiter="\t")
     missing = [c for c in RESULT_COLUMNS
-               if c not in (reader.fieldnames or []) and c not in SCHEDULE_COLUMNS]
+               if c not in (reader.fieldnames or []) and c not in SCHEDULE_COLUMNS
+               and c != "model_family"]
     if missing:
         raise ScoreError(f"{path}:1: missing column(s) {', '.join(missing)}. Fix: pass a "
                          "results.tsv written by fairseq-entropy aggregate, or the run "

@@ -13,11 +13,12 @@ from ..scan.grammar import CONJUNCTIONS
 #: columns of ``results.tsv``, one row per score.json
 RESULT_COLUMNS = ("experiment", "preset", "model", "n_train", "level", "entropy_bits",
                   "checkpoint", "schedule", "seed", "data_seed", "accuracy", "updates",
-                  "epochs", "preset_max_update")
+                  "epochs", "preset_max_update", "model_family")
 #: result columns a score may lack (None in its row); a ``results.tsv`` may lack the columns
-#: of :data:`SCHEDULE_COLUMNS` (older aggregates)
+#: of :data:`SCHEDULE_COLUMNS` and ``model_family`` (older aggregates; ``model_family``:
+#: ``decoder-only`` or ``encoder-decoder``, None in scores written before it was recorded)
 OPTIONAL_RESULT_COLUMNS = ("entropy_bits", "data_seed", "schedule", "updates", "epochs",
-                           "preset_max_update")
+                           "preset_max_update", "model_family")
 #: the schedule of a run (``score.json``'s ``schedule``): its label (the cell key's part,
 #: ``provenance.schedule_label``; ``unknown`` when not recorded), the updates and epochs done
 #: and the preset's own ``max_update`` on the level

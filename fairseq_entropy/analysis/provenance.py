@@ -245,8 +245,8 @@ def provenance(manifest: dict, manifest_sha256: str, data_dir: str | os.PathLike
     (absolute path), data_manifest_sha256, preset, model, seed (training seed), checkpoint
     (label), checkpoint_path, training_data_check (the statement of
     :func:`check_training_data`), train_data_manifest_sha256 (the checkpoint's record, None
-    when unknown), schedule (:func:`schedule_record` of ``training``) and schedule_label
-    (:func:`schedule_label`).
+    when unknown), schedule (:func:`schedule_record` of ``training``), schedule_label
+    (:func:`schedule_label`) and model_family (:func:`model_family`).
 
     Raises:
         ScoreError: an unknown checkpoint label.
@@ -266,7 +266,14 @@ def provenance(manifest: dict, manifest_sha256: str, data_dir: str | os.PathLike
             "preset": preset, "model": model, "seed": seed, "checkpoint": checkpoint,
             "checkpoint_path": checkpoint_path, "training_data_check": data_check,
             "train_data_manifest_sha256": (training or {}).get("data_manifest_sha256"),
-            "schedule": schedule, "schedule_label": schedule_label(schedule)}
+            "schedule": schedule, "schedule_label": schedule_label(schedule),
+            "model_family": model_family(manifest)}
+
+
+def model_family(manifest: dict) -> str:
+    """``decoder-only`` for a decode of lm-format data (the manifest's ``format`` is ``lm``),
+    else ``encoder-decoder``."""
+    return "decoder-only" if manifest.get("format") == "lm" else "encoder-decoder"
 
 
 def resolve_provenance(generate_output: str | os.PathLike, checkpoint_label: str,

@@ -112,9 +112,36 @@ def _save_png(fig, path: str | os.PathLike, dpi: int) -> Path:
     return path
 
 
-def panel_of_figure(cell: dict) -> str:
-    """The panel of a cell in the overview figure: its figure's name and its curve name."""
-    return f"{figure_of(cell)}: {cell['model']}"
+def panels_of_models(cells: Sequence[dict]) -> Callable[[dict], str]:
+    """The panel of a cell among ``cells``: its curve name (``model``: the preset), except
+    that a decoder-only preset ``<exp>_lm_<name>`` (``model_family``) is drawn in the panel
+    of the encoder-decoder ``<exp>_transformer_<name>`` when ``cells`` hold that one."""
+    models = {c["model"] for c in cells}
+
+    def panel(cell: dict) -> str:
+        model = cell["model"]
+        if cell.get("model_family") == DECODER_ONLY:
+            beside = model.replace("_lm_", "_transformer_", 1)
+            if beside != model and beside in models:
+                return beside
+        return model
+    return panel
+
+
+def panel_of_figure(cells: Sequence[dict]) -> Callable[[dict], str]:
+    """The panel of a cell in the overview figure: its figure's name and its panel
+    (:func:`panels_of_models` of ``cells``)."""
+    panel = panels_of_models(cells)
+    return lambda cell: f"{figure_of(cell)}: {panel(cell)}"
+
+
+#: ``model_family`` of a decoder-only model's score (:func:`.provenance.model_family`)
+DECODER_ONLY = "decoder-only"
+
+
+def _family(cell: dict) -> str:
+    """The cell's ``model_family`` (``encoder-decoder`` when not recorded)."""
+    return cell.get("model_family") or "encoder-decoder"
 
 
 #: colours of the paper's curves (greys, one per N of a panel), never one of ours (C0, C1...)
@@ -162,11 +189,12 @@ def figure_caption(cells: Sequence[dict], paper: bool = True, fit: bool = False)
 def plot_figure(cells: Sequence[dict], paper_rows: Sequence[dict], name: str,
                 path: str | os.PathLike,
                 paper_model: Callable[[str], str] = lambda m: m,
-                panel: Callable[[dict], str] = lambda c: c["model"],
+                panel: Optional[Callable[[dict], str]] = None,
                 title: Optional[str] = None,
                 fits: Optional[Mapping[tuple, Optional[dict]]] = None) -> Path:
-    """One PNG (110 dpi): a panel per ``panel(cell)`` (default: per model), our mean (solid,
-    coloured, with its 95% CI as error bars where a cell has 2 seeds or more) beside the
+    """One PNG (110 dpi): a panel per ``panel(cell)`` (default: per model,
+    :func:`panels_of_models`), our mean (solid, coloured, with its 95% CI as error bars where a
+    cell has 2 seeds or more; a decoder-only model's dotted, square markers) beside the
     paper's mean +- std (grey, dashed, shaded), the legend under each panel (never over the
     data) and a caption (:func:`figure_caption`: N, checkpoint, what is drawn). ``fits``
     maps a curve key (:func:`~.statistics.curve_key`) to the ``fit`` of
@@ -184,6 +212,7 @@ def plot_figure(cells: Sequence[dict], paper_rows: Sequence[dict], name: str,
         DataFormatError: ``path`` cannot be written.
     """
     plt = _pyplot()
+    panel = panel or panels_of_models(cells)
     models = sorted({panel(c) for c in cells})
     cols = min(3, len(models))
     rows_ = math.ceil(len(models) / cols)
@@ -193,13 +222,16 @@ def plot_figure(cells: Sequence[dict], paper_rows: Sequence[dict], name: str,
         ax.set_visible(False)
     for ax, panel_name in zip(axes.flat, models):
         mine = [c for c in cells if panel(c) == panel_name]
-        model = mine[0]["model"]
-        lines_ = sorted({(c["train_size"] or 0, st.schedule_of(c)) for c in mine})
-        sizes = sorted({n for n, _ in lines_})
-        schedules = {s for _, s in lines_}
-        for i, (n, schedule) in enumerate(lines_):
-            rs = sorted((c for c in mine if (c["train_size"] or 0, st.schedule_of(c))
-                         == (n, schedule)), key=lambda c: c["entropy_bits"])
+
+        def line_of(c):
+            return (c["train_size"] or 0, st.schedule_of(c), _family(c), c["model"])
+
+        lines_ = sorted({line_of(c) for c in mine})
+        sizes = sorted({line[0] for line in lines_})
+        schedules = {line[1] for line in lines_}
+        for i, (n, schedule, family, model) in enumerate(lines_):
+            rs = sorted((c for c in mine if line_of(c) == (n, schedule, family, model)),
+                        key=lambda c: c["entropy_bits"])
             xs = [c["entropy_bits"] for c in rs]
             ys = [c["mean"] for c in rs]
             # a CI only where a cell has 2 seeds or more
@@ -209,11 +241,16 @@ def plot_figure(cells: Sequence[dict], paper_rows: Sequence[dict], name: str,
             label = f"ours (N={n})" if len(sizes) > 1 else "ours"
             if len(schedules) > 1:
                 label += f" [{schedule}]"
+            if family == DECODER_ONLY:
+                label += f", decoder-only {model}"
             counts = sorted({int(c["n"]) for c in rs})
-            ax.errorbar(xs, ys, yerr=[lo, hi] if any(ci) else None, marker="o",
-                        color=f"C{i}", capsize=3, linewidth=1.8, zorder=3,
-                        label=f"{label}, {_seeds_label(counts, any(ci))}")
+            only = family == DECODER_ONLY
+            ax.errorbar(xs, ys, yerr=[lo, hi] if any(ci) else None, marker="s" if only else "o",
+                        linestyle=":" if only else "-", color=f"C{i}", capsize=3,
+                        linewidth=1.8, zorder=3, label=f"{label}, {_seeds_label(counts, any(ci))}")
             _plot_fit(ax, (fits or {}).get(st.curve_key(rs[0])), f"C{i}")
+            if only:
+                continue  # the paper trained no decoder-only model
             find = paper_lookup(paper_rows, paper_model)
             ref = [(c["entropy_bits"], find(c["experiment"], model, c["train_size"] or None,
                                             c["entropy_bits"])[0]) for c in rs]
@@ -349,7 +386,7 @@ def write_report(rows: Sequence[dict], out_dir: str | os.PathLike,
     paths["figures"] = [p for _, p in figures]
     paths["overview"] = plot_figure(
         drawn, paper_rows, "overview", out / "accuracy_vs_entropy.png", paper_model,
-        panel=panel_of_figure, fits=fits,
+        panel=panel_of_figure(drawn), fits=fits,
         title="Accuracy against entropy, every curve "
               f"({drawn[0]['checkpoint'] if drawn else checkpoint} checkpoint)")
 

@@ -24,6 +24,7 @@ from ..files import atomic_write_text, iter_text_lines, read_lines
 from ..scan.databin import BinarizeError, read_mmap_sequences
 from ..scan.subword import SPM_MODEL, detokenize_sentencepiece
 from ..scan.grammar import CONJUNCTIONS, Grammar
+from ..scan.lm_format import LM_DICT, SEP
 from .columns import HELD_OUT_SLOT, ScoreError
 from .metrics import graded_scores
 
@@ -163,7 +164,8 @@ def split_commands(data_dir: str | os.PathLike, split: str) -> List[str]:
 
     Reads ``<split>.in`` of a raw level, or decodes ``<split>.in-out.in`` of a binarized one
     with its ``dict.in.txt`` (as fairseq-generate prints them on its ``S-`` lines; subword data,
-    with ``spm.model`` beside it, detokenized as ``--post-process sentencepiece`` does).
+    with ``spm.model`` beside it, detokenized as ``--post-process sentencepiece`` does), or
+    the lm format's ``<split>`` with its ``dict.txt``, each line cut at ``<sep>``.
 
     Raises:
         ScoreError: the level holds neither form of the split, or its binarized form does
@@ -174,6 +176,15 @@ def split_commands(data_dir: str | os.PathLike, split: str) -> List[str]:
     raw = data_dir / f"{split}.in"
     if raw.is_file():
         return [" ".join(line.split()) for line in read_lines(raw)]
+    lm = data_dir / split
+    if Path(f"{lm}.bin").is_file() and (data_dir / LM_DICT).is_file():
+        try:
+            symbols = read_fairseq_dictionary(data_dir / LM_DICT)
+            lines = [[symbols[i] for i in seq[:-1]] for seq in read_mmap_sequences(lm)]
+            return [" ".join(w[:w.index(SEP)] if SEP in w else w) for w in lines]
+        except (BinarizeError, IndexError) as e:
+            raise ScoreError(f"{lm}: {e if str(e) else 'a token id beyond dict.txt'}. "
+                             "Fix: binarize the level again") from None
     prefix = data_dir / f"{split}.in-out.in"
     if Path(f"{prefix}.bin").is_file() and (data_dir / "dict.in.txt").is_file():
         subword = (data_dir / SPM_MODEL).is_file()

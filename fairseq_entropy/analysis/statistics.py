@@ -200,8 +200,9 @@ def cell_statistics(rows: Sequence[dict]) -> List[dict]:
 
     Returns:
         one dict per cell with ``experiment, model, train_size, level, checkpoint, schedule,
-        updates, preset_max_update`` (the updates done and the preset's own max_update when
-        every run of the cell records the same, else None), ``entropy_bits, mean, std, n,
+        updates, preset_max_update, model_family`` (the updates done, the preset's own
+        max_update and the model family when every run of the cell records the same, else
+        None), ``entropy_bits, mean, std, n,
         ci_low, ci_high, note`` (``note`` says when a CI is undefined), plus the seed mean of
         each graded metric of :data:`~.columns.GRADED_COLUMNS` that every run of the cell has
         (else None), sorted by experiment, model, N, checkpoint, schedule, entropy.
@@ -218,6 +219,7 @@ def cell_statistics(rows: Sequence[dict]) -> List[dict]:
                     "checkpoint": ckpt, "schedule": schedule,
                     "updates": _common(rs, "updates"),
                     "preset_max_update": _common(rs, "preset_max_update"),
+                    "model_family": _common(rs, "model_family"),
                     "entropy_bits": float(rs[0]["entropy_bits"]),
                     "mean": float(accs.mean()), "std": std, "n": len(accs),
                     "ci_low": low, "ci_high": high,

@@ -36,6 +36,12 @@ def add_parser(sub) -> None:
                         "(one dictionary for all) and write spm.model beside the data; decode "
                         "with fairseq-generate --post-process sentencepiece (recipes/"
                         "train_level.sh does)")
+    z.add_argument("--format", dest="data_format", choices=("pairs", "lm"), default="pairs",
+                   help="pairs: commands and actions as fairseq translation data (the "
+                        "systematicity task); lm: one sequence per command, 'command <sep> "
+                        "actions </s>', for decoder-only models (the systematicity_lm task; "
+                        "fairseq's language_modeling task loads it too); recorded in "
+                        "manifest.json")
     z.add_argument("--spm-side", choices=("both", "source"), default="both",
                    help="with --spm-vocab, the sides cut into pieces: both (commands and "
                         "actions, one joint dictionary) or source (commands only: the model is "
@@ -79,6 +85,9 @@ def run(args) -> None:
         raise UserError("--spm-vocab applies to a build directory (its first level's training "
                         "split trains the model). Fix: pass the --out of 'fairseq-entropy "
                         "build', or drop --spm-vocab")
+    if args.spm_vocab and args.data_format == "lm":
+        raise UserError("--format lm writes word-level data. Fix: drop --spm-vocab, or use "
+                        "--format pairs")
     if args.spm_side != "both" and not args.spm_vocab:
         raise UserError("--spm-side applies with --spm-vocab N (the subword model's size). "
                         "Fix: add --spm-vocab, or drop --spm-side")
@@ -104,11 +113,13 @@ def run(args) -> None:
             print(f"sentencepiece: {args.spm_vocab} pieces trained on {first}/{files}")
         outs = binarize_build_in_parallel(
             args.build_dir, args.out, g, args.workers, args.jobs, spm_model, args.spm_side,
+            fmt=args.data_format,
             each=lambda done, total: options.progress(done, "binarize", "level", total))
     else:
         g = Grammar.by_name(args.grammar or "scan")
         outs = [binarize_scan_files(args.out, g, args.train, args.valid, args.test,
-                                    args.workers, args.valid_fraction, args.seed)]
+                                    args.workers, args.valid_fraction, args.seed,
+                                    fmt=args.data_format)]
         print(scan_files_summary(read_json(Path(args.out) / "manifest.json"), args.train),
               end="")
     for o in outs:

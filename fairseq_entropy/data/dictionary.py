@@ -72,9 +72,11 @@ def dictionary_hash(*dictionaries) -> str:
 
 def dictionary_grammar(dictionary) -> str:
     """``paper`` or ``scan`` if ``dictionary`` is that grammar's fixed dictionary (the words of
-    :func:`fairseq_entropy.scan.dictionary.dictionary_words` after fairseq's special symbols),
-    else ``custom``."""
+    :func:`fairseq_entropy.scan.dictionary.dictionary_words` after fairseq's special symbols,
+    followed by ``<sep>`` in the lm format), else ``custom``."""
     words = dictionary.symbols[dictionary.nspecial:]
+    if words[-1:] == ["<sep>"]:
+        words = words[:-1]
     for name in ("paper", "scan"):
         if words == dictionary_words(Grammar.by_name(name)):
             return name
@@ -90,7 +92,8 @@ def check_dictionaries(theirs: dict, mine: dict, data_dir: str) -> None:
 
     Args:
         theirs: the checkpoint's record, ``{"grammar", "hash", "source_size",
-            "target_size"}`` (keys may be missing in a hand-made record).
+            "target_size"}`` and, for the lm format, ``"format": "lm"`` (keys may be
+            missing in a hand-made record; no ``format`` is the pair format).
         mine: the same record of the data's dictionaries.
         data_dir: the data directory, named in the message.
 
@@ -100,6 +103,15 @@ def check_dictionaries(theirs: dict, mine: dict, data_dir: str) -> None:
     """
     if theirs.get("hash") == mine["hash"]:
         return
+    formats = (theirs.get("format", "pairs"), mine.get("format", "pairs"))
+    if formats[0] != formats[1]:
+        task = {"lm": "systematicity_lm", "pairs": "systematicity"}
+        raise DictionaryMismatchError(
+            f"the checkpoint was trained on {formats[0]}-format data (task "
+            f"{task.get(formats[0], '?')}), but {data_dir} is {formats[1]}-format data; the "
+            f"token ids do not match. Fix: decode data binarized with --format {formats[0]} "
+            f"(fairseq-entropy binarize ... --format {formats[0]}) with --task "
+            f"{task.get(formats[0], '?')}")
     fix = (f"re-binarize the data with --grammar {theirs.get('grammar')} "
            f"(fairseq-entropy binarize ... --grammar {theirs.get('grammar')})"
            if theirs.get("grammar") in ("paper", "scan") else

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..scan.databin import SOURCE_LANG, TARGET_LANG, BinarizeError, read_mmap_index
+from ..scan.lm_format import data_format
 
 #: seconds between the progress lines of a decoding
 DECODE_PROGRESS_S = 30.0
@@ -28,7 +29,8 @@ def count_hypotheses(path: str | os.PathLike) -> int:
 
 def split_size(databin: str | os.PathLike, split: str = "test") -> Optional[int]:
     """Sentences of a binarized split, from its fairseq index header (None when unreadable)."""
-    prefix = Path(databin) / f"{split}.{SOURCE_LANG}-{TARGET_LANG}.{SOURCE_LANG}"
+    prefix = Path(databin) / (split if data_format(databin) == "lm" else
+                              f"{split}.{SOURCE_LANG}-{TARGET_LANG}.{SOURCE_LANG}")
     try:
         return len(read_mmap_index(prefix)[1])
     except BinarizeError:

@@ -115,6 +115,8 @@ class Cell:
         build_args: extra ``fairseq-entropy build`` arguments (option, value, ...).
         presets_file: a user's presets file holding ``preset`` (None: packaged presets only).
         user_dir: a user's ``--user-dir`` package (None: the plugin).
+        data_format: the preset's data format (``pairs``; ``lm``: binarized with
+            ``--format lm`` under ``data-bin-lm/``).
     """
 
     experiment: str
@@ -127,6 +129,7 @@ class Cell:
     build_args: Tuple[str, ...] = ()
     presets_file: Optional[str] = None
     user_dir: Optional[str] = None
+    data_format: str = "pairs"
 
     @property
     def data_tag(self) -> str:
@@ -152,15 +155,17 @@ class Cell:
     @property
     def data_key(self) -> str:
         """Identifies the data the cell trains on; cells with equal keys share it."""
-        return str(self._data_part() / self.level_name)
+        key = str(self._data_part() / self.level_name)
+        return key if self.data_format == "pairs" else f"{key} ({self.data_format})"
 
     def build_dir(self, root: str | Path) -> Path:
         """Raw build directory; the level's files are in ``build_dir / level_name``."""
         return Path(root) / "data" / self._data_part() / self.level_name
 
     def databin(self, root: str | Path) -> Path:
-        """Binarized level directory."""
-        return Path(root) / "data-bin" / self._data_part() / self.level_name
+        """Binarized level directory (``data-bin-<format>/`` for a format other than pairs)."""
+        top = "data-bin" if self.data_format == "pairs" else f"data-bin-{self.data_format}"
+        return Path(root) / top / self._data_part() / self.level_name
 
     def run_dir(self, root: str | Path) -> Path:
         """The run directory handed to ``recipes/train_level.sh``."""
@@ -189,6 +194,7 @@ class Grid:
     title: str = ""
     resources: Dict[str, object] = field(default_factory=dict)
     models: Dict[str, str] = field(default_factory=dict)
+    formats: Dict[str, str] = field(default_factory=dict)
     build_args: Tuple[str, ...] = ()
     presets_file: Optional[str] = None
     user_dir: Optional[str] = None
@@ -232,7 +238,8 @@ class Grid:
         chosen_seeds = self._subset("seed", self.seeds, seeds)
         chosen_levels = self._subset("level", self.levels, levels)
         return [Cell(self.experiment, p, self.models[p], n, s, lv, self.schedule,
-                     self.build_args, self.presets_file, self.user_dir)
+                     self.build_args, self.presets_file, self.user_dir,
+                     self.formats.get(p, "pairs"))
                 for p in chosen for n in self.n for lv in chosen_levels for s in chosen_seeds]
 
 
@@ -437,6 +444,7 @@ def load_grid(path: str | Path, presets_path: Optional[str | Path] = None,
             raise fail(f"preset {p!r} is an {pexp} preset but the grid is {exp}. Fix: use an "
                        f"{exp} preset", "presets")
         models[p] = known[p].get("model", p)
+    formats = {p: known[p].get("format", "pairs") for p in names}
 
     sched = raw.get("schedule", "paper")
     schedule = Schedule() if sched == "paper" else \
@@ -466,7 +474,8 @@ def load_grid(path: str | Path, presets_path: Optional[str | Path] = None,
     _check_resources(path, text, resources)
     return Grid(path=path, experiment=exp, presets=list(names), levels=levels, seeds=seeds,
                 n=sizes, schedule=schedule, title=str(raw.get("title", "")),
-                resources=dict(resources), models=models, build_args=tuple(build_args),
+                resources=dict(resources), models=models, formats=formats,
+                build_args=tuple(build_args),
                 presets_file=str(Path(presets_path).resolve()) if presets_path else None,
                 user_dir=str(Path(user_dir).resolve()) if user_dir else None)
 

@@ -36,6 +36,7 @@ from typing import Dict, List, Optional
 
 from ..errors import DataFormatError, UserError
 from ..files import loads_json, read_json, read_text
+from ..scan.lm_format import data_format
 
 DEFAULT_CRITERION = ["--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0",
                      "--report-accuracy"]
@@ -43,8 +44,12 @@ DEFAULT_CRITERION = ["--criterion", "label_smoothed_cross_entropy", "--label-smo
 #: keys a preset may hold: list-valued argument groups, scalars, and bookkeeping
 LIST_KEYS = ("optimizer_args", "task_args", "model_args", "criterion_args", "extra_args")
 KNOWN_KEYS = frozenset(LIST_KEYS) | {
-    "model", "arch", "experiment", "batch_size", "epochs", "epochs_by_train_size",
+    "model", "arch", "experiment", "format", "batch_size", "epochs", "epochs_by_train_size",
     "epochs_formula", "lr", "warmup_fraction", "min_lr_ratio", "notes", "extends"}
+#: the task arguments of each data format (``binarize --format``; a preset's ``format``,
+#: default ``pairs``): the systematicity task on pairs, systematicity_lm on lm lines
+TASK_ARGS = {"pairs": ("--task", "systematicity", "--source-lang", "in", "--target-lang", "out"),
+             "lm": ("--task", "systematicity_lm")}
 #: the most updates a schedule may ask for (``max_update`` of a grid, ``--max-update``)
 MAX_UPDATE_LIMIT = 10 ** 9
 #: the most epochs a schedule may ask for (a preset's, a grid's, ``--epochs``)
@@ -239,6 +244,7 @@ VALUE_CHECKS = {
     "model": (lambda v: isinstance(v, str) and v != "", "a name"),
     "arch": (lambda v: isinstance(v, str) and v != "", "a fairseq architecture name"),
     "experiment": (lambda v: v in ("exp1", "exp2", "scan"), "exp1, exp2 or scan"),
+    "format": (lambda v: v in TASK_ARGS, "pairs or lm (the data format the model reads)"),
     "notes": (lambda v: isinstance(v, str), "text"),
     "epochs_formula": (lambda v: isinstance(v, str), "a formula in k, e.g. \"64-8*(k-1)\""),
     "epochs_by_train_size": (
@@ -328,7 +334,8 @@ def train_size(data_dir: str | os.PathLike) -> int:
     """
     from ..scan.databin import SOURCE_LANG, TARGET_LANG, BinarizeError, read_mmap_index
 
-    prefix = os.path.join(str(data_dir), f"train.{SOURCE_LANG}-{TARGET_LANG}.{SOURCE_LANG}")
+    prefix = os.path.join(str(data_dir), "train" if data_format(data_dir) == "lm" else
+                          f"train.{SOURCE_LANG}-{TARGET_LANG}.{SOURCE_LANG}")
     try:
         return len(read_mmap_index(prefix)[1])
     except BinarizeError as e:
@@ -336,15 +343,23 @@ def train_size(data_dir: str | os.PathLike) -> int:
 
 
 def check_fits_data(preset: dict, data_dir: str | os.PathLike) -> None:
-    """Refuse a preset of one experiment on a level of another.
+    """Refuse a preset of one experiment on a level of another, or of one data format on
+    data of another.
 
     The level's experiment is read from ``manifest.json`` in ``data_dir`` (a level without
-    one, e.g. SCAN files, is not checked).
+    one, e.g. SCAN files, is not checked); its format by
+    :func:`~fairseq_entropy.scan.lm_format.data_format`.
 
     Raises:
-        PresetError: the preset's ``experiment`` differs from the level's (names both and the
-            fix).
+        PresetError: the preset's ``experiment`` or ``format`` differs from the level's
+            (names both and the fix).
     """
+    fmt, data_fmt = preset.get("format", "pairs"), data_format(data_dir)
+    if fmt != data_fmt:
+        raise PresetError(f"{data_dir}: {data_fmt}-format data, but the preset (arch "
+                          f"{preset.get('arch')!r}) reads {fmt}-format data. Fix: binarize the "
+                          f"level with fairseq-entropy binarize --format {fmt}, or pass a "
+                          f"{data_fmt} preset")
     manifest = Path(data_dir) / "manifest.json"
     data_exp = read_json(manifest).get("experiment") if manifest.is_file() else None
     exp = preset.get("experiment")
@@ -388,9 +403,9 @@ def train_args(preset: dict, data_dir: str | os.PathLike, epochs: Optional[float
     values = {"max_update": total,
               "warmup_updates": int(round(float(preset.get("warmup_fraction", 0.0)) * total)),
               "lr": lr, "min_lr": float(f"{lr * float(preset.get('min_lr_ratio', 0.0)):.6g}")}
-    args = ["--task", "systematicity", "--source-lang", "in", "--target-lang", "out",
-            "--arch", preset["arch"], "--batch-size", str(batch), "--lr", repr(lr),
-            "--max-update", str(total), "--required-batch-size-multiple", "1"]
+    args = [*TASK_ARGS[preset.get("format", "pairs")], "--arch", preset["arch"],
+            "--batch-size", str(batch), "--lr", repr(lr), "--max-update", str(total),
+            "--required-batch-size-multiple", "1"]
     args += [a.format(**values) for a in preset.get("optimizer_args", [])]
     args += list(preset.get("task_args", []))
     args += list(preset.get("model_args", []))

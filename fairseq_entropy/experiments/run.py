@@ -52,8 +52,8 @@ from .decoding import (DECODE_PROGRESS_S, SAMPLE_LABEL, count_hypotheses, sample
 from .devices import default_device
 from .locks import LockHeld, RunLock, held_by_parent
 from .archs import check_arch
-from .presets import (check_preset, load_presets, own_schedule, preset_args_sha256,
-                      train_args, train_args_sha256)
+from .presets import (TASK_ARGS, check_preset, load_presets, own_schedule,
+                      preset_args_sha256, train_args, train_args_sha256)
 from .rerun import (ScheduleChanged, check_device, check_run_dir, check_trained,  # noqa: F401
                     expected_schedule, scored)
 from .processes import GRACE_S, ProcessGroups, Stopping, stop_on_signals
@@ -415,8 +415,8 @@ def _run_locked(children, fds, presets, preset, databin, run, run_name, seed, ep
         if decode_sample else ((), gen_batch, total)
 
     def generate(checkpoint: str, label: str) -> None:
-        cmd = [_tool("fairseq-generate"), databin, "--user-dir", plugin, "--task",
-               "systematicity", "--source-lang", "in", "--target-lang", "out", "--path",
+        cmd = [_tool("fairseq-generate"), databin, "--user-dir", plugin,
+               *TASK_ARGS[spec.get("format", "pairs")], "--path",
                str(run / "checkpoints" / checkpoint), *device_args, "--gen-subset", "test",
                "--beam", "1", "--max-len-a", "0", "--max-len-b", max_len,
                *(["--post-process", "sentencepiece"] if subword else []),

@@ -63,7 +63,8 @@ def data_commands(cell: Cell, root: str | os.PathLike) -> List[List[str]]:
         b = ["fairseq-entropy", "build", "exp2", "--out", str(build), "--support",
              str(int(cell.level)), "--seed", str(cell.seed)]
     z = ["fairseq-entropy", "binarize", str(build / cell.level_name), "--out",
-         str(cell.databin(root))]
+         str(cell.databin(root)),
+         *(["--format", cell.data_format] if cell.data_format != "pairs" else [])]
     return [b, z]
 
 

@@ -25,6 +25,7 @@ from .databin import SOURCE_LANG, TARGET_LANG, BinarizeError
 from .datafiles import Example, read_pair, read_scan_file, write_pair
 from .dictionary import check_vocabulary, write_dictionary
 from .grammar import Grammar
+from .lm_format import binarize_level_lm
 from .preprocess import preprocess_processes, run_preprocess
 from .scan_files import DEFAULT_SCAN_VALID_FRACTION, hold_out, scan_manifest, sha256_of
 from .subword import SPM_MODEL, SPM_SIDES, encode_sentencepiece, sentencepiece_words
@@ -32,7 +33,7 @@ from .subword import SPM_MODEL, SPM_SIDES, encode_sentencepiece, sentencepiece_w
 
 def binarize_level(level_dir: str | os.PathLike, dest: str | os.PathLike, grammar: Grammar,
                    workers: int = 1, spm_model: Optional[bytes] = None,
-                   spm_side: str = "both") -> Path:
+                   spm_side: str = "both", fmt: str = "pairs") -> Path:
     """Binarize one level directory (``{train,valid,test}.{in,out}`` + optional manifest).
 
     Every pair is checked with the grammar's interpreter first (the actions must be those of
@@ -49,6 +50,9 @@ def binarize_level(level_dir: str | os.PathLike, dest: str | os.PathLike, gramma
     the pieces and the actions' the grammar's words; decode as word-level data.  ``spm.model``
     is written beside the data and the manifest records it, the side and the decoding under
     ``subword``.
+
+    With ``fmt="lm"`` the checked level is written in the decoder-only format instead
+    (:func:`~fairseq_entropy.scan.lm_format.binarize_level_lm`; word-level only).
 
     Returns:
         ``dest`` as a :class:`~pathlib.Path`.
@@ -80,6 +84,11 @@ def binarize_level(level_dir: str | os.PathLike, dest: str | os.PathLike, gramma
             raise BinarizeError(f"{level_dir / s}.{SOURCE_LANG} is empty; fairseq cannot train "
                                 "on, validate with or decode an empty split. Fix: rebuild the "
                                 "level with more commands (a larger --n or --valid-fraction)")
+    if fmt == "lm":
+        if spm_model is not None:
+            raise BinarizeError("--format lm writes word-level data. Fix: drop --spm-vocab, "
+                                "or use --format pairs")
+        return binarize_level_lm(level_dir, dest, grammar, splits, workers)
     manifest_path = level_dir / "manifest.json"
     with atomic_directory(dest) as tmp:
         if spm_model is None:
@@ -175,9 +184,10 @@ def grammar_of_build(build_dir: str | os.PathLike) -> Optional[str]:
 
 def binarize_build(build_dir: str | os.PathLike, out: str | os.PathLike,
                    grammar: Optional[Grammar] = None, workers: int = 1,
-                   spm_model: Optional[bytes] = None, spm_side: str = "both") -> List[Path]:
+                   spm_model: Optional[bytes] = None, spm_side: str = "both",
+                   fmt: str = "pairs") -> List[Path]:
     """Binarize every level of a build into ``out/<level>`` (or ``out`` for a single level),
-    with the subword model ``spm_model`` on ``spm_side`` if given (see
+    with the subword model ``spm_model`` on ``spm_side`` if given, in the format ``fmt`` (see
     :func:`binarize_level`).
 
     Without ``grammar``, the grammar is the one named in the first level's manifest
@@ -196,8 +206,8 @@ def binarize_build(build_dir: str | os.PathLike, out: str | os.PathLike,
         name = grammar_of_build(dirs[0]) or "paper"
         grammar = Grammar.paper() if name == "paper" else Grammar.scan()
     if dirs == [build_dir]:
-        return [binarize_level(build_dir, out, grammar, workers, spm_model, spm_side)]
-    return [binarize_level(d, out / d.name, grammar, workers, spm_model, spm_side)
+        return [binarize_level(build_dir, out, grammar, workers, spm_model, spm_side, fmt)]
+    return [binarize_level(d, out / d.name, grammar, workers, spm_model, spm_side, fmt)
             for d in dirs]
 
 
@@ -205,6 +215,7 @@ def binarize_build_in_parallel(build_dir: str | os.PathLike, out: str | os.PathL
                                grammar: Optional[Grammar] = None, workers: int = 1,
                                jobs: Optional[int] = None, spm_model: Optional[bytes] = None,
                                spm_side: str = "both",
+                               fmt: str = "pairs",
                                each: Callable[[Iterable, int], Iterable] = lambda done, total: done
                                ) -> List[Path]:
     """Binarize every level of a build into ``out/<level>``, ``jobs`` levels at once (default:
@@ -219,6 +230,7 @@ def binarize_build_in_parallel(build_dir: str | os.PathLike, out: str | os.PathL
         workers: fairseq-preprocess workers per level.
         jobs: levels binarized at once; ``None``: ``os.cpu_count()``.
         spm_model, spm_side: the subword model and the sides it cuts (:func:`binarize_level`).
+        fmt: the data format, ``pairs`` or ``lm`` (:func:`binarize_level`).
         each: ``each(finished, total)`` wraps the iterable of finished levels and their
             number (e.g. a progress bar).
 
@@ -233,7 +245,7 @@ def binarize_build_in_parallel(build_dir: str | os.PathLike, out: str | os.PathL
 
     dirs = level_dirs(build_dir)
     if dirs == [Path(build_dir)]:
-        return binarize_build(build_dir, out, grammar, workers, spm_model, spm_side)
+        return binarize_build(build_dir, out, grammar, workers, spm_model, spm_side, fmt)
     jobs = min(jobs or os.cpu_count() or 1, len(dirs))
     # the threads end last: on Ctrl-C (or SIGTERM raised as KeyboardInterrupt) the levels not
     # started are cancelled and the worker processes killed first, so the running levels fail
@@ -242,7 +254,7 @@ def binarize_build_in_parallel(build_dir: str | os.PathLike, out: str | os.PathL
     try:
         with preprocess_processes(jobs):
             futures = {pool.submit(binarize_build, d, Path(out) / d.name, grammar, workers,
-                                   spm_model, spm_side): i for i, d in enumerate(dirs)}
+                                   spm_model, spm_side, fmt): i for i, d in enumerate(dirs)}
             done = {}
             try:
                 for f in each(as_completed(futures), len(futures)):
@@ -263,7 +275,7 @@ def binarize_build_in_parallel(build_dir: str | os.PathLike, out: str | os.PathL
 def binarize_scan_files(out: str | os.PathLike, grammar: Grammar, train: Optional[str] = None,
                         valid: Optional[str] = None, test: Optional[str] = None,
                         workers: int = 1, valid_fraction: Optional[float] = None,
-                        seed: int = 1) -> Path:
+                        seed: int = 1, fmt: str = "pairs") -> Path:
     """Binarize SCAN-format files (``IN: ... OUT: ...``) into ``out`` with a manifest.
 
     Every line is validated against ``grammar`` first (errors name file:line).  Without a
@@ -271,7 +283,8 @@ def binarize_scan_files(out: str | os.PathLike, grammar: Grammar, train: Optiona
     :data:`~fairseq_entropy.scan.scan_files.DEFAULT_SCAN_VALID_FRACTION`) of the training file
     is held out for validation, drawn with ``seed``
     (:func:`~fairseq_entropy.scan.scan_files.hold_out`).  The level is named after ``out``;
-    its ``manifest.json`` is :func:`~fairseq_entropy.scan.scan_files.scan_manifest`.
+    its ``manifest.json`` is :func:`~fairseq_entropy.scan.scan_files.scan_manifest`; ``fmt``
+    is the data format (:func:`binarize_level`).
 
     Returns:
         ``out`` as a :class:`~pathlib.Path`.
@@ -310,4 +323,4 @@ def binarize_scan_files(out: str | os.PathLike, grammar: Grammar, train: Optiona
         for split, examples in splits.items():
             write_pair(Path(tmp) / split, examples)
         (Path(tmp) / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
-        return binarize_level(tmp, out, grammar, workers)
+        return binarize_level(tmp, out, grammar, workers, fmt=fmt)

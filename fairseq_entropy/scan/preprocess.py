@@ -110,18 +110,23 @@ def _run_in_own_group(cmd: List[str]) -> Tuple[int, str]:
 
 
 def run_preprocess(src_dir: Path, dest: Path, dict_path: Path, splits: Sequence[str],
-                   workers: int = 1, tgt_dict_path: Optional[Path] = None) -> None:
+                   workers: int = 1, tgt_dict_path: Optional[Path] = None,
+                   only_source: bool = False) -> None:
     """Run ``fairseq-preprocess`` on ``src_dir/{split}.{in,out}`` into ``dest`` with the
     dictionary ``dict_path`` (for the target side too unless ``tgt_dict_path`` is given): in a
     worker of :func:`preprocess_processes` when one is open (and ``workers`` is 1), else as a
-    new ``python -m fairseq_cli.preprocess``.
+    new ``python -m fairseq_cli.preprocess``.  With ``only_source``, the files are
+    ``src_dir/{split}`` (one sequence per line) and the result ``dest/{split}.{bin,idx}`` beside
+    ``dest/dict.txt``: the layout of fairseq's ``language_modeling`` task.
 
     Raises:
         BinarizeError: fairseq-preprocess failed (with the end of its output), or replaced
             tokens by ``<unk>``.
     """
-    argv = ["--source-lang", SOURCE_LANG, "--target-lang", TARGET_LANG,
-            "--srcdict", str(dict_path), "--tgtdict", str(tgt_dict_path or dict_path),
+    sides = ["--only-source"] if only_source else [
+        "--source-lang", SOURCE_LANG, "--target-lang", TARGET_LANG,
+        "--tgtdict", str(tgt_dict_path or dict_path)]
+    argv = [*sides, "--srcdict", str(dict_path),
             "--destdir", str(dest), "--workers", str(workers), "--dataset-impl", "mmap"]
     for split, flag in (("train", "--trainpref"), ("valid", "--validpref"),
                         ("test", "--testpref")):

@@ -1,9 +1,11 @@
 """fairseq tasks of the plugin; importing a module registers it.
 
-``systematicity`` is the task and ``packed`` its packed runs (``packed_systematicity``);
+``systematicity`` is the task, ``systematicity_lm`` its decoder-only form on lm-format data
+(decoding in ``prompt_decoding``) and ``packed`` its packed runs (``packed_systematicity``);
 ``packed_runs`` holds the pack description and the unpacking, ``seeding`` the CPU seeding
 patch that the tasks install (neither registers anything).
 """
 
 from . import systematicity  # noqa: F401
 from . import packed  # noqa: F401
+from . import systematicity_lm  # noqa: F401

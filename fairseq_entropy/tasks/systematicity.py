@@ -166,6 +166,14 @@ class SystematicityTask(TranslationTask):
     def setup_task(cls, cfg: SystematicityConfig, **kwargs):
         install_cpu_seeding()
         task = super().setup_task(cfg, **kwargs)
+        task.read_manifest(cfg)
+        return task
+
+    def read_manifest(self, cfg) -> None:
+        """Log the training set's entropies from the data's ``manifest.json`` and record the
+        dictionaries and the data in the task config (:meth:`record_dictionaries`,
+        :meth:`record_data`); called once by :meth:`setup_task`."""
+        task = self
         first = utils.split_paths(cfg.data)[0]
         manifest = os.path.join(first, "manifest.json")
         if os.path.exists(manifest):
@@ -188,7 +196,6 @@ class SystematicityTask(TranslationTask):
         task.data_dir = first
         task.progress = None
         task.valid_counts = [0, 0]
-        return task
 
     @classmethod
     def load_dictionary(cls, filename):
@@ -282,6 +289,11 @@ class SystematicityTask(TranslationTask):
 
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
         super().load_dataset(split, epoch=epoch, combine=combine, **kwargs)
+        self.order_training_set(split)
+
+    def order_training_set(self, split: str) -> None:
+        """Wrap the training split ``split`` (any other split is left alone) for random
+        batches (``--random-batches``, ``--batch-pool``) or epoch-1 batches on resume."""
         if self.cfg.batch_pool and split == self.cfg.train_subset:
             if self.cfg.batch_pool < 0 or not self.cfg.random_batches or \
                     not self.cfg.batch_size:

@@ -1,0 +1,62 @@
+"""Decoder-only results in an aggregate: results.tsv keeps the model family, and the figure
+draws the decoder-only curve in the encoder-decoder's panel, as its own dotted line."""
+
+import csv
+from pathlib import Path
+
+from fairseq_entropy.analysis import report
+from fairseq_entropy.analysis.aggregate import aggregate, read_results_tsv
+
+REPO = Path(__file__).resolve().parents[1]
+ENC_DEC = REPO / "results" / "exp1_transformer_sinusoidal_seed830" / "results.tsv"
+
+
+def decoder_only_results(tmp_path) -> Path:
+    """One committed row per level of exp1_transformer_sinusoidal (last checkpoint), and the
+    same rows as a decoder-only model's (preset exp1_lm_sinusoidal, accuracy halved)."""
+    with open(ENC_DEC, newline="") as f:
+        reader = csv.DictReader(f, delimiter="\t")
+        fields = list(reader.fieldnames) + ["model_family"]
+        rows = list({r["level"]: r for r in reader if r["checkpoint"] == "last"
+                     and r["preset"] == "exp1_transformer_sinusoidal"}.values())
+    out = tmp_path / "results.tsv"
+    with open(out, "w", newline="") as f:
+        w = csv.DictWriter(f, fields, delimiter="\t", lineterminator="\n")
+        w.writeheader()
+        for r in rows:
+            w.writerow({**r, "model_family": "encoder-decoder"})
+            w.writerow({**r, "preset": "exp1_lm_sinusoidal", "model": "transformer_sinusoidal_lm",
+                        "model_family": "decoder-only",
+                        "accuracy": f"{float(r['accuracy']) / 2:.6f}"})
+    return out
+
+
+def test_the_decoder_only_curve_is_drawn_beside_the_encoder_decoders(tmp_path, monkeypatch):
+    figures = {}
+
+    def keep(fig, path, dpi):
+        fig.canvas.draw()
+        figures[Path(path).name] = fig
+        return Path(path)
+
+    monkeypatch.setattr(report, "_save_png", keep)
+    src = decoder_only_results(tmp_path)
+    aggregate([src], tmp_path / "agg")
+    families = {r["model"]: r["model_family"] for r in read_results_tsv(tmp_path / "agg" /
+                                                                        "results.tsv")}
+    assert families == {"transformer_sinusoidal": "encoder-decoder",
+                        "transformer_sinusoidal_lm": "decoder-only"}
+    (ax,) = [a for a in figures["fig_exp1.png"].axes if a.get_visible()]
+    assert ax.get_title() == "exp1_transformer_sinusoidal"
+    ours = {c.get_label(): c.lines[0] for c in ax.containers
+            if c.get_label().startswith("ours")}
+    assert sorted(ours) == ["ours, 1 seed",
+                            "ours, decoder-only exp1_lm_sinusoidal, 1 seed"]
+    dec = ours["ours, decoder-only exp1_lm_sinusoidal, 1 seed"]
+    enc = ours["ours, 1 seed"]
+    assert (dec.get_linestyle(), dec.get_marker()) == (":", "s")
+    assert (enc.get_linestyle(), enc.get_marker()) == ("-", "o")
+    assert len(dec.get_ydata()) == 7
+    assert max(abs(a - b / 2) for a, b in zip(dec.get_ydata(), enc.get_ydata())) < 1e-6
+    # the paper's Transformer once, for the encoder-decoder
+    assert sum(ln.get_label().startswith("paper") for ln in ax.get_lines()) == 1
