@@ -12,7 +12,14 @@ from . import options
 def add_parser(sub) -> None:
     """Add the ``binarize`` subcommand to the subparsers ``sub``."""
     z = sub.add_parser("binarize", help="fairseq-preprocess with the grammar's fixed dictionary")
-    z.add_argument("build_dir", nargs="?", help="directory written by 'build' (or one level)")
+    z.add_argument("build_dir", nargs="?", help="directory written by 'build' (or one level); "
+                   "with --format cogs, the directory of the COGS files")
+    z.add_argument("--format", choices=["pairs", "cogs"], default="pairs",
+                   help="input: pairs (a build, or SCAN files with --train/--valid/--test) "
+                        "or cogs (BUILD_DIR holds COGS's train.tsv, dev.tsv, test.tsv, "
+                        "gen.tsv: sentence, logical form, case; written as the splits train, "
+                        "valid, test, gen with dictionaries from train and the cases in "
+                        "<split>.case)")
     z.add_argument("--out", required=True, help="output directory: the data-bin (one subdirectory "
                    "per level for a build with several levels)")
     z.add_argument("--grammar", choices=["paper", "scan"], default=None,
@@ -69,6 +76,8 @@ def check_out_apart(out: str, inputs: dict) -> None:
 
 def run(args) -> None:
     """``binarize``: a build directory or SCAN files into fairseq binary data."""
+    if args.format == "cogs":
+        return run_cogs(args)
     from ..files import check_fairseq_path, read_json
     from ..scan.binarize import binarize_build_in_parallel, binarize_scan_files, level_dirs
     from ..scan.grammar import Grammar
@@ -113,3 +122,30 @@ def run(args) -> None:
               end="")
     for o in outs:
         print(f"binarized {o}")
+
+
+def run_cogs(args) -> None:
+    """``binarize --format cogs``: COGS files into fairseq binary data
+    (:func:`fairseq_entropy.cogs.binarize.binarize_cogs`)."""
+    from ..cogs.binarize import binarize_cogs
+    from ..files import check_fairseq_path
+
+    given = [o for o, v in (("--train", args.train), ("--valid", args.valid),
+                            ("--test", args.test), ("--spm-vocab", args.spm_vocab),
+                            ("--grammar", args.grammar),
+                            ("--valid-fraction", args.valid_fraction)) if v]
+    if given or not args.build_dir:
+        raise UserError(f"--format cogs reads the COGS files of one directory"
+                        f"{' and takes no ' + ', '.join(given) if given else ''}. Fix: "
+                        "fairseq-entropy binarize --format cogs DIR --out OUT, DIR holding "
+                        "train.tsv, dev.tsv, test.tsv, gen.tsv")
+    check_fairseq_path(args.out, "--out")
+    check_out_apart(args.out, {"BUILD_DIR": args.build_dir})
+    m = binarize_cogs(args.build_dir, args.out, args.workers)
+    sizes = ", ".join(f"{k} {v}" for k, v in m["sizes"].items())
+    print(f"COGS ({m['lf_format']} logical forms): {sizes}")
+    for split, u in m["unknown_tokens"].items():
+        if u["sentences"]:
+            print(f"{split}: {u['source']} source and {u['target']} target tokens outside the "
+                  f"training dictionaries (<unk>), in {u['sentences']} sentences")
+    print(f"binarized {args.out}")
