@@ -22,7 +22,7 @@ from ..files import atomic_directory
 from ..scan.databin import SOURCE_LANG, TARGET_LANG, BinarizeError
 from ..scan.preprocess import run_preprocess
 from ..scan.scan_files import sha256_of
-from .data import SPLITS, CogsExample, lf_format, read_cogs_tsv
+from .data import SPLITS, CogsExample, data_lf_format, read_cogs_tsv
 
 #: the suffix of the file of cases beside a binarized split (``gen.case``)
 CASE_SUFFIX = "case"
@@ -95,7 +95,7 @@ def binarize_cogs(src_dir: str | os.PathLike, out: str | os.PathLike, workers: i
     stems = {split: stem for stem, split in SPLITS.items()}
     manifest = {
         "experiment": "cogs", "level": name or Path(out).name, "grammar": "cogs",
-        "lf_format": lf_format(splits["train"][-1].lf),
+        "lf_format": data_lf_format(splits["train"]),
         "sizes": {split: len(ex) for split, ex in splits.items()},
         "sources": {split: {"path": str((src / f"{stems[split]}.tsv").resolve()),
                             "sha256": sha256_of(src / f"{stems[split]}.tsv"),

@@ -77,10 +77,19 @@ class CogsExample:
 
 
 def lf_format(lf: str) -> str:
-    """``original`` (variables ``x _ N``, ``LAMBDA``, ``AND``) or ``variable_free``."""
+    """``original`` (variables ``x _ N``, terms joined by ``AND`` or ``;``) or
+    ``variable_free``.  A primitive's ``LAMBDA`` form is the same in both formats (and reads
+    as ``original``)."""
     tokens = lf.split()
     return "original" if ("x" in tokens and "_" in tokens) or "LAMBDA" in tokens or \
-        "AND" in tokens else "variable_free"
+        "AND" in tokens or ";" in tokens else "variable_free"
+
+
+def data_lf_format(examples: List[CogsExample]) -> str:
+    """The LF format of a data set: that of its first LF that is not a primitive's
+    ``LAMBDA`` form (``original`` when all are)."""
+    return next((lf_format(e.lf) for e in examples if "LAMBDA" not in e.lf.split()),
+                "original")
 
 
 def read_cogs_tsv(path: str | os.PathLike) -> List[CogsExample]:
