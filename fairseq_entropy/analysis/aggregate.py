@@ -272,7 +272,9 @@ def aggregate(roots: Sequence[str | os.PathLike], out_dir: str | os.PathLike) ->
 
     Returns:
         ``{"results", "summary", "plot", "report"}`` paths, ``"cases"`` (``cases.tsv``
-        of :mod:`.cases`, accuracy per case over seeds; None when no score has cases),
+        of :mod:`.cases`, accuracy per case over seeds; None when no score has cases; COGS
+        scores, which have no entropy level, are left out of the curves and the report, and
+        with only COGS scores the report's entries are None),
         ``"agreement"`` (lines of
         :func:`.report.agreement_lines`), ``"table"`` (:func:`.report.format_table` of
         :func:`.statistics.summarize`) and ``"spearman"`` (:func:`.statistics.spearman`:
@@ -292,13 +294,18 @@ def aggregate(roots: Sequence[str | os.PathLike], out_dir: str | os.PathLike) ->
                              "aggregate). Fix: choose an --out outside every input directory, "
                              f"e.g. {root.resolve().parent / 'results'}")
     rows = collect_scores(roots)
-    summary = summarize(rows)
     atomic_write_text(out / "results.tsv", _tsv(rows, RESULT_COLUMNS + GRADED_COLUMNS))
-    # curves are named by preset; the paper's model of a preset comes from its runs' model
-    paper_of_preset = {r["preset"]: paper_model_name(r["model"]) for r in rows}
-    report = write_report(rows, out,
-                          paper_model=lambda name: paper_of_preset.get(name, name))
     cases = write_cases_tsv(rows, out)
+    # COGS has no entropy level per run: its rows go to results.tsv and cases.tsv only
+    curve_rows = [r for r in rows if r["experiment"].split("+", 1)[0] != "cogs"]
+    if not curve_rows:
+        return {"cases": cases, "results": out / "results.tsv", "summary": None,
+                "plot": None, "report": None, "agreement": [], "table": "", "spearman": {}}
+    summary = summarize(curve_rows)
+    # curves are named by preset; the paper's model of a preset comes from its runs' model
+    paper_of_preset = {r["preset"]: paper_model_name(r["model"]) for r in curve_rows}
+    report = write_report(curve_rows, out,
+                          paper_model=lambda name: paper_of_preset.get(name, name))
     return {"cases": cases, "results": out / "results.tsv", "summary": report["summary"],
             "plot": report["overview"],
             "report": report["report"], "agreement": report["agreement"],

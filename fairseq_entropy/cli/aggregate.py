@@ -28,7 +28,8 @@ def run(args) -> None:
               f"{'n/a' if rho is None else f'{rho:.3f}'}")
     for line in res["agreement"]:
         print(line)
-    print(f"results: {res['results']}\nsummary: {res['summary']}\nplot:    {res['plot']}")
-    print(f"report:  {res['report']}")
+    print(f"results: {res['results']}")
+    if res["report"] is not None:
+        print(f"summary: {res['summary']}\nplot:    {res['plot']}\nreport:  {res['report']}")
     if res["cases"] is not None:
         print(f"cases:   {res['cases']}")

@@ -71,8 +71,9 @@ def binarize_cogs(src_dir: str | os.PathLike, out: str | os.PathLike, workers: i
         the manifest written as ``out/manifest.json``: ``experiment`` ``cogs``, ``level``,
         ``grammar`` ``cogs``, ``lf_format`` (original or variable_free), ``sizes``,
         ``sources`` (path, SHA-256, lines per split), ``cases`` (per split: case ->
-        sentences) and ``unknown_tokens`` (per split: source and target tokens outside the
-        training dictionaries, sentences holding one).
+        sentences), ``unknown_tokens`` (per split: source and target tokens outside the
+        training dictionaries, sentences holding one) and ``max_target_tokens`` (per split:
+        the longest logical form, for the decoding length, :func:`decode_max_len`).
 
     Raises:
         BinarizeError: a missing file (:func:`read_cogs_dir`), or fairseq-preprocess failing.
@@ -103,6 +104,8 @@ def binarize_cogs(src_dir: str | os.PathLike, out: str | os.PathLike, workers: i
         "cases": {split: dict(sorted(Counter(e.case for e in ex).items()))
                   for split, ex in splits.items()},
         "unknown_tokens": unknown,
+        "max_target_tokens": {split: max(len(e.lf.split()) for e in ex)
+                              for split, ex in splits.items()},
     }
     with atomic_directory(out) as tmp:
         raw = tmp / "raw"
@@ -138,6 +141,17 @@ def binarize_cogs(src_dir: str | os.PathLike, out: str | os.PathLike, workers: i
         raw.rmdir()
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     return manifest
+
+
+def decode_max_len(data_dir: str | os.PathLike) -> Optional[int]:
+    """The longest logical form of a COGS level over all its splits plus 8 tokens (the
+    ``--max-len-b`` that decoding and validation need); None for other data (no
+    ``max_target_tokens`` in its ``manifest.json``)."""
+    from ..files import read_json
+
+    manifest = Path(data_dir) / "manifest.json"
+    longest = read_json(manifest).get("max_target_tokens") if manifest.is_file() else None
+    return max(longest.values()) + 8 if isinstance(longest, dict) and longest else None
 
 
 def read_cases(data_dir: str | os.PathLike, split: str) -> Optional[List[str]]:
