@@ -255,3 +255,51 @@ def test_binarize_cogs_refuses_scan_options(tmp_path, capsys):
                  "--train", "x"]) == 2
     err = capsys.readouterr().err
     assert err.count("error:") == 1 and "--train" in err and "Fix:" in err
+
+
+def test_aggregate_tables_cogs_cases_over_seeds(tmp_path, capsys):
+    for seed, acc in ((1, 0.25), (2, 0.75)):
+        run = tmp_path / "runs" / f"seed{seed}" / "gen-last"
+        run.mkdir(parents=True)
+        (run / "score.json").write_text(json.dumps({
+            "experiment": "cogs", "preset": "cogs_transformer_sinusoidal",
+            "model": "transformer_sinusoidal", "n_train": 5, "level": "vf",
+            "entropy_bits": None, "checkpoint": "last", "seed": seed, "data_seed": None,
+            "accuracy": acc, "split": "gen",
+            "by_case": {"subj_to_obj_common": {"accuracy": acc, "n": 4}},
+            "by_case_type": {"lexical": {"accuracy": acc, "n": 4}}}))
+    assert main(["aggregate", str(tmp_path / "runs"), "--out", str(tmp_path / "agg")]) == 0
+    assert "cases:" in capsys.readouterr().out
+    rows = [line.split("\t") for line in
+            (tmp_path / "agg" / "cases.tsv").read_text().splitlines()]
+    got = [dict(zip(rows[0], r)) for r in rows[1:]]
+    assert [(g["experiment"], g["case"], g["seeds"], g["mean"]) for g in got] == [
+        ("cogs+gen", "subj_to_obj_common", "1,2", "0.500000"),
+        ("cogs+gen", "type:lexical", "1,2", "0.500000")]
+    assert not (tmp_path / "agg" / "report.md").exists()  # no entropy level: no curves
+
+
+def test_prepare_cogs_script(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    script = str(repo / "preprocess" / "prepare_cogs.sh")
+    res = subprocess.run(["bash", script, str(tmp_path / "none"), str(tmp_path / "o")],
+                         capture_output=True, text=True, env=env)
+    assert res.returncode == 2 and "none/train.tsv not found" in res.stderr
+    assert "Fix:" in res.stderr and not (tmp_path / "o").exists()
+    src = tmp_path / "cogs"
+    src.mkdir()
+    write(src / "train.tsv", [ATE, DOG, RAN], "original")
+    write(src / "dev.tsv", [DOG], "original")
+    res = subprocess.run(["bash", script, str(src), str(tmp_path / "bin")],
+                         capture_output=True, text=True, env=env)
+    assert res.returncode == 0, res.stderr
+    assert f"data-bin: {tmp_path / 'bin'}" in res.stdout
+    assert json.loads((tmp_path / "bin" / "manifest.json").read_text())["lf_format"] == \
+        "original"
+    assert (tmp_path / "bin" / "valid.case").read_text() == "in_distribution\n"

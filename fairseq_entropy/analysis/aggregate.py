@@ -294,14 +294,14 @@ def aggregate(roots: Sequence[str | os.PathLike], out_dir: str | os.PathLike) ->
                              "aggregate). Fix: choose an --out outside every input directory, "
                              f"e.g. {root.resolve().parent / 'results'}")
     rows = collect_scores(roots)
-    atomic_write_text(out / "results.tsv", _tsv(rows, RESULT_COLUMNS + GRADED_COLUMNS))
-    cases = write_cases_tsv(rows, out)
     # COGS has no entropy level per run: its rows go to results.tsv and cases.tsv only
     curve_rows = [r for r in rows if r["experiment"].split("+", 1)[0] != "cogs"]
+    summary = summarize(curve_rows) if curve_rows else None  # refuses duplicates first
+    atomic_write_text(out / "results.tsv", _tsv(rows, RESULT_COLUMNS + GRADED_COLUMNS))
+    cases = write_cases_tsv(rows, out)
     if not curve_rows:
         return {"cases": cases, "results": out / "results.tsv", "summary": None,
                 "plot": None, "report": None, "agreement": [], "table": "", "spearman": {}}
-    summary = summarize(curve_rows)
     # curves are named by preset; the paper's model of a preset comes from its runs' model
     paper_of_preset = {r["preset"]: paper_model_name(r["model"]) for r in curve_rows}
     report = write_report(curve_rows, out,
