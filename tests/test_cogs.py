@@ -303,3 +303,25 @@ def test_prepare_cogs_script(tmp_path):
     assert json.loads((tmp_path / "bin" / "manifest.json").read_text())["lf_format"] == \
         "original"
     assert (tmp_path / "bin" / "valid.case").read_text() == "in_distribution\n"
+
+
+def test_binarize_names_a_bad_row_and_writes_nothing(tmp_path, capsys):
+    src = tmp_path / "cogs"
+    src.mkdir()
+    write(src / "train.tsv", [ATE, DOG], "variable_free")
+    (src / "dev.tsv").write_text(f"{DOG[0]}\t{DOG[2]}\tin_distribution\n{RAN[0]}\t\tx\n")
+    out = tmp_path / "bin"
+    assert main(["binarize", "--format", "cogs", str(src), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("error:") == 1 and "dev.tsv:2: empty logical form" in err
+    assert not out.exists()
+
+
+def test_decode_length_follows_the_longest_logical_form(tmp_path):
+    from fairseq_entropy.cogs.binarize import decode_max_len
+
+    (tmp_path / "manifest.json").write_text(json.dumps(
+        {"max_target_tokens": {"train": 48, "gen": 144}}))
+    assert decode_max_len(tmp_path) == 152
+    (tmp_path / "manifest.json").write_text(json.dumps({"experiment": "exp1"}))
+    assert decode_max_len(tmp_path) is None
