@@ -325,3 +325,28 @@ def test_decode_length_follows_the_longest_logical_form(tmp_path):
     assert decode_max_len(tmp_path) == 152
     (tmp_path / "manifest.json").write_text(json.dumps({"experiment": "exp1"}))
     assert decode_max_len(tmp_path) is None
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_a_slot_absent_from_training_is_listed(tmp_path, form):
+    subj_pp = ("A cat on a table ate the cake .",
+               "* cake ( x _ 7 ) ; cat ( x _ 1 ) AND cat . nmod . on ( x _ 1 , x _ 4 ) AND "
+               "table ( x _ 4 ) AND eat . agent ( x _ 5 , x _ 1 ) AND eat . theme ( x _ 5 , "
+               "x _ 7 )",
+               "eat ( agent = cat ( nmod . on = table ) , theme = * cake )")
+    write(tmp_path / "train.tsv", [ATE, DOG, PP], form)
+    write(tmp_path / "gen.tsv", [subj_pp, ATE], form, ["obj_pp_to_subj_pp"] * 2)
+    rep = measure_cogs(read_cogs_tsv(tmp_path / "train.tsv"),
+                       read_cogs_tsv(tmp_path / "gen.tsv"))
+    (case,) = rep["cases"]
+    assert case["unseen_slots"] == [["pp_noun@subject", 1]]
+    # in half the sentences: held out; the slot has no training distribution
+    assert case["held_out"] == {"word": "table", "slot": "pp_noun@subject", "sentences": 1,
+                                "share": 0.5}
+    assert case["train_contexts"] == {"count": 1, "slots": {"pp_noun@object": 1}}
+    assert case["seen_slot_entropy_bits"] == 0.0 and case["tested_slot_entropy_bits"] is None
+    write(tmp_path / "gen.tsv", [subj_pp, ATE, DOG], form, ["obj_pp_to_subj_pp"] * 3)
+    (case,) = measure_cogs(read_cogs_tsv(tmp_path / "train.tsv"),
+                           read_cogs_tsv(tmp_path / "gen.tsv"))["cases"]
+    assert case["held_out"] is None  # in 1 of 3 sentences: no pair is held out
+    assert case["other_unseen"] == [["table", "pp_noun@subject", 1]]

@@ -8,11 +8,14 @@ Wold et al., arXiv 2505.13089, Eq. 1, over nouns or verbs instead of SCAN verbs)
 
 For every case of an evaluated file (COGS's 21 generalization cases in ``gen.tsv``), the
 *held-out pair* is the (word, slot) pair absent from training that the most of the case's
-sentences hold (each sentence counted once).  The report gives its share of the case's
-sentences, the word's training contexts (how often it occurs in training and in which
-slots), the entropy of the slot where the word was seen most in training, and the entropy
-of the slot it is tested in (None when training has no such slot).  A case whose sentences
-hold no pair absent from training has no held-out pair.
+sentences hold (each sentence counted once), when at least half of them
+(:data:`HELD_OUT_SHARE`) hold it.  The report gives its share of the case's sentences, the
+word's training contexts (how often it occurs in training and in which slots), the entropy of
+the slot where the word was seen most in training, and the entropy of the slot it is tested
+in (None when training has no such slot).  A case without such a pair (COGS's structural
+cases: no one word is held out) has no held-out pair; the report lists its commonest pairs
+absent from training and the slots its sentences have and training lacks
+(``pp_noun@subject`` for a PP modifying a subject).
 """
 
 from __future__ import annotations
@@ -25,10 +28,13 @@ from ..scan.entropy import entropy_bits
 from .data import CogsExample, case_type
 from .slots import occurrences
 
+#: the least share of a case's sentences that its held-out pair is in
+HELD_OUT_SHARE = 0.5
 #: the columns of :func:`cogs_tsv`, in order
 TSV_COLUMNS = ("case", "type", "n", "word", "held_out_slot", "held_out_share",
                "train_count", "train_slots", "seen_slot", "seen_slot_entropy_bits",
-               "seen_slot_train_n", "tested_slot_entropy_bits", "tested_slot_train_n")
+               "seen_slot_train_n", "tested_slot_entropy_bits", "tested_slot_train_n",
+               "unseen_slots")
 
 
 def slot_word_counts(examples: Sequence[CogsExample]) -> Dict[str, Counter]:
@@ -65,7 +71,9 @@ def measure_cogs(train: Sequence[CogsExample], evaluated: Sequence[CogsExample],
         ``{"train": {"path", "n", "slots": slot_table}, "cases": [record, ...]}``; a record
         has ``case``, ``type`` (lexical, structural or in_distribution), ``n`` (sentences),
         ``held_out`` (``{"word", "slot", "sentences", "share"}`` or None), ``other_unseen``
-        (the next pairs absent from training, at most 3, as ``[word, slot, sentences]``),
+        (the other commonest pairs absent from training, at most 3, as ``[word, slot,
+        sentences]``), ``unseen_slots`` (slots of the case that training lacks, as ``[slot,
+        sentences]``),
         ``train_contexts`` (``{"count", "slots": {slot: count}}``), ``seen_slot``,
         ``seen_slot_entropy_bits``, ``seen_slot_train_n``, ``tested_slot_entropy_bits`` and
         ``tested_slot_train_n`` (None where undefined).  Cases in order of first appearance.
@@ -85,15 +93,22 @@ def measure_cogs(train: Sequence[CogsExample], evaluated: Sequence[CogsExample],
     cases = []
     for case, examples in by_case.items():
         unseen: Counter = Counter()
+        new_slots: Counter = Counter()
         for e in examples:
-            unseen.update({(w, s) for w, s in occurrences(e) if not counts.get(s, {}).get(w)})
+            occ = occurrences(e)
+            unseen.update({(w, s) for w, s in occ if not counts.get(s, {}).get(w)})
+            new_slots.update({s for _, s in occ if s not in counts})
         ranked = sorted(unseen.items(), key=lambda kv: (-kv[1], kv[0]))
+        if ranked and ranked[0][1] < HELD_OUT_SHARE * len(examples):
+            ranked.insert(0, None)  # no pair is held out: list the commonest as others
         rec = {"case": case, "type": case_type(case), "n": len(examples), "held_out": None,
                "other_unseen": [[w, s, n] for (w, s), n in ranked[1:4]],
+               "unseen_slots": [[s, n] for s, n in sorted(new_slots.items(),
+                                                          key=lambda kv: (-kv[1], kv[0]))],
                "train_contexts": None, "seen_slot": None, "seen_slot_entropy_bits": None,
                "seen_slot_train_n": None, "tested_slot_entropy_bits": None,
                "tested_slot_train_n": None}
-        if ranked:
+        if ranked and ranked[0] is not None:
             (word, slot), n = ranked[0]
             rec["held_out"] = {"word": word, "slot": slot, "sentences": n,
                                "share": round(n / len(examples), 6)}
@@ -131,7 +146,7 @@ def cogs_tsv(report: dict) -> str:
         row = [r["case"], r["type"], r["n"], h.get("word"), h.get("slot"), h.get("share"),
                ctx.get("count"), slots, r["seen_slot"], r["seen_slot_entropy_bits"],
                r["seen_slot_train_n"], r["tested_slot_entropy_bits"],
-               r["tested_slot_train_n"]]
+               r["tested_slot_train_n"], ";".join(f"{s}:{n}" for s, n in r["unseen_slots"])]
         buf.write("\t".join(_cell(v) for v in row) + "\n")
     return buf.getvalue()
 
@@ -146,8 +161,14 @@ def cogs_text(report: dict) -> str:
     for r in report["cases"]:
         lines.append(f"{r['case']} ({r['type']}, {r['n']} sentences)")
         h = r["held_out"]
+        if r["unseen_slots"]:
+            lines.append("  slots absent from training: " + ", ".join(
+                f"{s} ({n} sentences)" for s, n in r["unseen_slots"]))
         if h is None:
-            lines.append("  no (word, slot) pair absent from training")
+            others = ", ".join(f"{w} in {s} ({n})" for w, s, n in r["other_unseen"])
+            lines.append(f"  no held-out (word, slot) pair (in {HELD_OUT_SHARE:.0%} of the "
+                         "sentences or more)" + (f"; commonest absent from training: {others}"
+                                                 if others else ""))
             continue
         ctx = r["train_contexts"]
         seen = ", ".join(f"{s} {n}" for s, n in ctx["slots"].items()) or "never"
