@@ -29,7 +29,7 @@ LEXICAL, STRUCTURAL = "lexical", "structural"
 #: a familiar word in a familiar structure it was not seen in (3.1 primitives and grammatical
 #: roles, 3.4 verb argument structure alternation, 3.5 verb class); structural: a familiar
 #: structure in a new structural position or depth (3.2 object-modifying PP -> subject PP,
-#: 3.3 recursion depth), the split the paper's Sec. 6 discusses apart.
+#: 3.3 recursion depth), the distinction the paper draws between the two kinds of case.
 CASE_TYPES: Dict[str, str] = {
     "subj_to_obj_common": LEXICAL, "subj_to_obj_proper": LEXICAL,
     "obj_to_subj_common": LEXICAL, "obj_to_subj_proper": LEXICAL,
