@@ -13,7 +13,7 @@ from fairseq_entropy.cli import main
 from fairseq_entropy.cogs.data import CASE_TYPES, CogsExample, case_type, read_cogs_tsv
 from fairseq_entropy.cogs.measure import measure_cogs, slot_word_counts
 from fairseq_entropy.cogs.slots import occurrences
-from fairseq_entropy.errors import DataFormatError
+from fairseq_entropy.errors import DataFormatError, UserError
 
 # (sentence, original LF, variable-free LF)
 ATE = ("A cat ate the cake .",
@@ -350,3 +350,15 @@ def test_a_slot_absent_from_training_is_listed(tmp_path, form):
                            read_cogs_tsv(tmp_path / "gen.tsv"))["cases"]
     assert case["held_out"] is None  # in 1 of 3 sentences: no pair is held out
     assert case["other_unseen"] == [["table", "pp_noun@subject", 1]]
+
+
+def test_cases_refuse_one_seed_twice(tmp_path):
+    rows = []
+    for name in ("a", "b"):
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({"split": "gen",
+                                    "by_case": {"pp_recursion": {"accuracy": 0.5, "n": 2}}}))
+        rows.append({"experiment": "cogs+gen", "preset": "p", "level": "vf",
+                     "checkpoint": "last", "schedule": "s", "seed": 1, "path": str(path)})
+    with pytest.raises(UserError, match=r"b.json and .*a.json are both seed 1"):
+        case_rows(rows)

@@ -18,6 +18,7 @@ from typing import Dict, List, Sequence
 
 from ..cogs.data import case_type
 from ..files import atomic_write_text, read_json
+from .columns import ScoreError
 
 #: the columns of ``cases.tsv``
 CASE_COLUMNS = ("experiment", "preset", "level", "checkpoint", "schedule", "split", "case",
@@ -30,8 +31,10 @@ def case_rows(rows: Sequence[dict]) -> List[dict]:
 
     Raises:
         DataFormatError: a score file that cannot be read any more.
+        ScoreError: two scores of one group with the same seed (names both files).
     """
     groups: Dict[tuple, Dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    seen: Dict[tuple, str] = {}
     for r in rows:
         path = r.get("path")
         if not path or not str(path).endswith(".json"):
@@ -39,6 +42,12 @@ def case_rows(rows: Sequence[dict]) -> List[dict]:
         rec = read_json(path)
         key = (r["experiment"], r["preset"], r["level"], r["checkpoint"], r["schedule"],
                rec.get("split") or "test")
+        if rec.get("by_case"):
+            other = seen.setdefault((*key, r["seed"]), str(path))
+            if other != str(path):
+                raise ScoreError(f"{path} and {other} are both seed {r['seed']} of "
+                                 f"{' '.join(map(str, key))}; their cases would be averaged "
+                                 "as two seeds. Fix: pass one of them (e.g. remove the copy)")
         for part in ("by_case", "by_case_type"):
             for case, stats in (rec.get(part) or {}).items():
                 name = case if part == "by_case" else f"type:{case}"
