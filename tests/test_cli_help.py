@@ -70,7 +70,8 @@ def test_preprocess_scripts_answer_help_and_refuse_options(script, tmp_path):
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
     res = subprocess.run(["bash", str(script), "--help"], cwd=tmp_path, env=env,
                          capture_output=True, text=True)
-    assert res.returncode == 0 and f"preprocess/{script.name} [OUT_ROOT]" in res.stdout
+    usage = "DIR OUT" if script.name == "prepare_cogs.sh" else "[OUT_ROOT]"  # reads files
+    assert res.returncode == 0 and f"preprocess/{script.name} {usage}" in res.stdout
     bad = subprocess.run(["bash", str(script), "--out"], cwd=tmp_path, env=env,
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "unknown option --out. Fix:" in bad.stderr

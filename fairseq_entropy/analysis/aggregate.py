@@ -22,6 +22,7 @@ from typing import Iterable, List, Optional, Sequence
 from ..errors import UserError
 from ..files import atomic_write_text, read_json, read_lines
 from ..scan.grammar import PAPER_VERBS
+from .cases import write_cases_tsv
 from .columns import (CHECKPOINT_LABELS, GRADED_COLUMNS, GROUP_COLUMNS,
                       OPTIONAL_RESULT_COLUMNS, RESULT_COLUMNS, SCHEDULE_COLUMNS,
                       UNKNOWN_SCHEDULE, ScoreError)
@@ -148,6 +149,8 @@ def collect_scores(roots: Iterable[str | os.PathLike]) -> List[dict]:
                        preset_max_update=sched.get("preset_max_update"))
             if rec.get("variant"):
                 row["experiment"] = f"{rec['experiment']}+{rec['variant']}"
+            if rec.get("split") not in (None, "test"):  # e.g. COGS's gen: a curve of its own
+                row["experiment"] = f"{row['experiment']}+{rec['split']}"
             if rec.get("test_sample"):  # a smoke test's score: never averaged with full ones
                 row["experiment"] = f"{row['experiment']}+{TEST_SAMPLE}"
             check_row(row, str(f), _RESCORE, rec)
@@ -169,7 +172,7 @@ def collect_scores(roots: Iterable[str | os.PathLike]) -> List[dict]:
 _RESCORE = ("score again with fairseq-entropy score --data LEVEL_DIR --preset NAME --seed S "
             "--checkpoint last|best --force (or restore the file's value)")
 #: experiments a score may come from (before any ``+variant``)
-SCORE_EXPERIMENTS = ("exp1", "exp2", "scan")
+SCORE_EXPERIMENTS = ("exp1", "exp2", "scan", "cogs")
 #: graded columns that are fractions (the others, chrF and BLEU, are percentages)
 _PERCENT_COLUMNS = ("chrf", "bleu")
 
@@ -269,7 +272,11 @@ def aggregate(roots: Sequence[str | os.PathLike], out_dir: str | os.PathLike) ->
     ``accuracy_vs_entropy.png``) into ``out_dir``.
 
     Returns:
-        ``{"results", "summary", "plot", "report"}`` paths, ``"agreement"`` (lines of
+        ``{"results", "summary", "plot", "report"}`` paths, ``"cases"`` (``cases.tsv``
+        of :mod:`.cases`, accuracy per case over seeds; None when no score has cases; COGS
+        scores, which have no entropy level, are left out of the curves and the report, and
+        with only COGS scores the report's entries are None),
+        ``"agreement"`` (lines of
         :func:`.report.agreement_lines`), ``"table"`` (:func:`.report.format_table` of
         :func:`.statistics.summarize`) and ``"spearman"`` (:func:`.statistics.spearman`:
         curve key -> rho or None).
@@ -288,13 +295,19 @@ def aggregate(roots: Sequence[str | os.PathLike], out_dir: str | os.PathLike) ->
                              "aggregate). Fix: choose an --out outside every input directory, "
                              f"e.g. {root.resolve().parent / 'results'}")
     rows = collect_scores(roots)
-    summary = summarize(rows)
+    # COGS has no entropy level per run: its rows go to results.tsv and cases.tsv only
+    curve_rows = [r for r in rows if r["experiment"].split("+", 1)[0] != "cogs"]
+    summary = summarize(curve_rows) if curve_rows else None  # refuses duplicates first
     atomic_write_text(out / "results.tsv", _tsv(rows, RESULT_COLUMNS + GRADED_COLUMNS))
+    cases = write_cases_tsv(rows, out)
+    if not curve_rows:
+        return {"cases": cases, "results": out / "results.tsv", "summary": None,
+                "plot": None, "report": None, "agreement": [], "table": "", "spearman": {}}
     # curves are named by preset; the paper's model of a preset comes from its runs' model
-    paper_of_preset = {r["preset"]: paper_model_name(r["model"]) for r in rows}
-    report = write_report(rows, out,
+    paper_of_preset = {r["preset"]: paper_model_name(r["model"]) for r in curve_rows}
+    report = write_report(curve_rows, out,
                           paper_model=lambda name: paper_of_preset.get(name, name))
-    return {"results": out / "results.tsv", "summary": report["summary"],
+    return {"cases": cases, "results": out / "results.tsv", "summary": report["summary"],
             "plot": report["overview"],
             "report": report["report"], "agreement": report["agreement"],
             "table": format_table(summary),

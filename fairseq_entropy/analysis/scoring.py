@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from ..cogs.binarize import read_cases
+from ..cogs.data import case_type
 from ..files import atomic_write_text, iter_text_lines, read_lines
 from ..scan.databin import BinarizeError, read_mmap_sequences
 from ..scan.subword import SPM_MODEL, detokenize_sentencepiece
@@ -257,6 +259,38 @@ def check_sources(samples: Dict[int, Dict[str, str]], commands: Sequence[str],
                 "other data. Fix: pass the --data level and --split that were decoded")
 
 
+def case_summary(rows: Sequence[Scored], cases: Sequence[str], gen_path, data_dir,
+                 split: str) -> dict:
+    """Exact-match accuracy per case and per case type of the scored ``rows``.
+
+    Args:
+        cases: the case of every sentence of the split, by sample id (``<split>.case``).
+
+    Returns:
+        ``{"by_case": {case: {"accuracy", "n"}}, "by_case_type": {type: {"accuracy", "n"}}}``,
+        the types those of :func:`~fairseq_entropy.cogs.data.case_type` (lexical, structural,
+        in_distribution); keys sorted.
+
+    Raises:
+        ScoreError: a sample id beyond the case file (names both and the fix).
+    """
+    by_case: Dict[str, List[bool]] = defaultdict(list)
+    by_type: Dict[str, List[bool]] = defaultdict(list)
+    for r in rows:
+        if not 0 <= r.id < len(cases):
+            raise ScoreError(f"{gen_path}: sample {r.id} but {data_dir}/{split}.case has "
+                             f"{len(cases)} lines. Fix: binarize the level again "
+                             "(binarize --format cogs writes one case per sentence)")
+        by_case[cases[r.id]].append(r.correct)
+        by_type[case_type(cases[r.id])].append(r.correct)
+
+    def acc(v):
+        return {"accuracy": sum(v) / len(v), "n": len(v)}
+
+    return {"by_case": {k: acc(v) for k, v in sorted(by_case.items())},
+            "by_case_type": {k: acc(v) for k, v in sorted(by_type.items())}}
+
+
 def graded_summary(rows: Sequence[Scored], metadata: dict) -> dict:
     """Graded metrics of scored examples (:func:`~fairseq_entropy.analysis.metrics.graded_scores`):
     clause exact match, the share right except in the held-out slot's clause, chrF and BLEU.
@@ -265,10 +299,15 @@ def graded_summary(rows: Sequence[Scored], metadata: dict) -> dict:
     (``turn`` or ``I_`` actions mean original SCAN); the held-out slot follows the experiment
     (:data:`HELD_OUT_SLOT`; none for other data).
 
+    Returns:
+        the graded record, or None for COGS data (grammar ``cogs``).
+
     Raises:
         ScoreError: a reference that is not its command's interpretation.
     """
     name = metadata.get("grammar")
+    if name == "cogs":
+        return None  # the graded metrics read SCAN actions; COGS is scored per case
     if name not in ("paper", "scan"):
         scan_like = any(r.source.split()[:1] == ["turn"] or " turn " in f" {r.source} "
                         or r.target.startswith("I_") for r in rows)
@@ -298,6 +337,9 @@ def write_score(gen_path: str | os.PathLike, out_dir: str | os.PathLike,
             (a score that is not comparable with full-split scores; ``aggregate`` keeps it
             apart), and the decode may hold any subset of the split's ids.
 
+    A level with the case of every sentence beside the split (COGS: ``<split>.case``) gets
+    ``by_case`` and ``by_case_type`` (:func:`case_summary`).
+
     Raises:
         ScoreError: the output is incomplete (:func:`read_generate_output`), not a decode of
             the split, its references are not their commands' interpretations, or
@@ -319,6 +361,9 @@ def write_score(gen_path: str | os.PathLike, out_dir: str | os.PathLike,
     if sample:
         summary["test_sample"] = {"n": len(rows),
                                   "split_size": None if commands is None else len(commands)}
+    cases = read_cases(data_dir, split) if data_dir is not None else None
+    if cases is not None:
+        summary.update(case_summary(rows, cases, gen_path, data_dir, split))
     summary["graded"] = graded_summary(rows, metadata or {})
     buf = io.StringIO()
     w = csv.writer(buf, delimiter="\t", lineterminator="\n")
@@ -337,6 +382,13 @@ def score_lines(rec: dict, split: str, out_dir: str | os.PathLike) -> str:
     ``score.json`` record): exact-match accuracy with its provenance, then the graded
     metrics (clause exact match, chrF, BLEU, right except the held-out slot's clause)."""
     g = rec["graded"]
+    types = rec.get("by_case_type") or {}
+    if g is None:  # COGS: per case type instead of the graded metrics
+        return (f"exact-match accuracy {rec['accuracy']:.4f} ({rec['correct']}/{rec['n']}) on "
+                f"{rec['experiment']} {rec['level']} {split}, preset {rec['preset']}, seed "
+                f"{rec['seed']}, {rec['checkpoint']} checkpoint; wrote {out_dir}/score.json\n"
+                "by case type: " + (", ".join(f"{k} {v['accuracy']:.4f} (n={v['n']})"
+                                              for k, v in types.items()) or "none"))
     held = g["correct_except_restricted_clause"]
     return (f"exact-match accuracy {rec['accuracy']:.4f} ({rec['correct']}/{rec['n']}) on "
             f"{rec['experiment']} {rec['level']} {split}, preset {rec['preset']}, seed "

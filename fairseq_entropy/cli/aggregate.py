@@ -11,7 +11,8 @@ def add_parser(sub) -> None:
                    "score.json files, or results.tsv files of earlier aggregates (to add new "
                    "seeds or levels to committed results)")
     a.add_argument("--out", required=True, help="output directory for results.tsv, summary.tsv, "
-                   "curves.tsv, the figures and report.md")
+                   "curves.tsv, the figures and report.md (and cases.tsv, accuracy per case over "
+                   "seeds, for data with cases such as COGS)")
 
 
 def run(args) -> None:
@@ -27,5 +28,8 @@ def run(args) -> None:
               f"{'n/a' if rho is None else f'{rho:.3f}'}")
     for line in res["agreement"]:
         print(line)
-    print(f"results: {res['results']}\nsummary: {res['summary']}\nplot:    {res['plot']}")
-    print(f"report:  {res['report']}")
+    print(f"results: {res['results']}")
+    if res["report"] is not None:
+        print(f"summary: {res['summary']}\nplot:    {res['plot']}\nreport:  {res['report']}")
+    if res["cases"] is not None:
+        print(f"cases:   {res['cases']}")

@@ -12,7 +12,8 @@ from . import options
 def add_parser(sub) -> None:
     """Add the ``binarize`` subcommand to the subparsers ``sub``."""
     z = sub.add_parser("binarize", help="fairseq-preprocess with the grammar's fixed dictionary")
-    z.add_argument("build_dir", nargs="?", help="directory written by 'build' (or one level)")
+    z.add_argument("build_dir", nargs="?", help="directory written by 'build' (or one level); "
+                   "with --format cogs, the directory of the COGS files")
     z.add_argument("--out", required=True, help="output directory: the data-bin (one subdirectory "
                    "per level for a build with several levels)")
     z.add_argument("--grammar", choices=["paper", "scan"], default=None,
@@ -36,12 +37,16 @@ def add_parser(sub) -> None:
                         "(one dictionary for all) and write spm.model beside the data; decode "
                         "with fairseq-generate --post-process sentencepiece (recipes/"
                         "train_level.sh does)")
-    z.add_argument("--format", dest="data_format", choices=("pairs", "lm"), default="pairs",
+    z.add_argument("--format", dest="data_format", choices=("pairs", "lm", "cogs"),
+                   default="pairs",
                    help="pairs: commands and actions as fairseq translation data (the "
                         "systematicity task); lm: one sequence per command, 'command <sep> "
                         "actions </s>', for decoder-only models (the systematicity_lm task; "
                         "fairseq's language_modeling task loads it too); recorded in "
-                        "manifest.json")
+                        "manifest.json; cogs: BUILD_DIR holds COGS's train.tsv, dev.tsv, "
+                        "test.tsv, gen.tsv (sentence, logical form, case), written as the "
+                        "splits train, valid, test, gen with dictionaries from train and the "
+                        "cases in <split>.case")
     z.add_argument("--spm-side", choices=("both", "source"), default="both",
                    help="with --spm-vocab, the sides cut into pieces: both (commands and "
                         "actions, one joint dictionary) or source (commands only: the model is "
@@ -75,6 +80,8 @@ def check_out_apart(out: str, inputs: dict) -> None:
 
 def run(args) -> None:
     """``binarize``: a build directory or SCAN files into fairseq binary data."""
+    if args.data_format == "cogs":
+        return run_cogs(args)
     from ..files import check_fairseq_path, read_json
     from ..scan.binarize import binarize_build_in_parallel, binarize_scan_files, level_dirs
     from ..scan.grammar import Grammar
@@ -124,3 +131,30 @@ def run(args) -> None:
               end="")
     for o in outs:
         print(f"binarized {o}")
+
+
+def run_cogs(args) -> None:
+    """``binarize --format cogs``: COGS files into fairseq binary data
+    (:func:`fairseq_entropy.cogs.binarize.binarize_cogs`)."""
+    from ..cogs.binarize import binarize_cogs
+    from ..files import check_fairseq_path
+
+    given = [o for o, v in (("--train", args.train), ("--valid", args.valid),
+                            ("--test", args.test), ("--spm-vocab", args.spm_vocab),
+                            ("--grammar", args.grammar),
+                            ("--valid-fraction", args.valid_fraction)) if v]
+    if given or not args.build_dir:
+        raise UserError(f"--format cogs reads the COGS files of one directory"
+                        f"{' and takes no ' + ', '.join(given) if given else ''}. Fix: "
+                        "fairseq-entropy binarize --format cogs DIR --out OUT, DIR holding "
+                        "train.tsv, dev.tsv, test.tsv, gen.tsv")
+    check_fairseq_path(args.out, "--out")
+    check_out_apart(args.out, {"BUILD_DIR": args.build_dir})
+    m = binarize_cogs(args.build_dir, args.out, args.workers)
+    sizes = ", ".join(f"{k} {v}" for k, v in m["sizes"].items())
+    print(f"COGS ({m['lf_format']} logical forms): {sizes}")
+    for split, u in m["unknown_tokens"].items():
+        if u["sentences"]:
+            print(f"{split}: {u['source']} source and {u['target']} target tokens outside the "
+                  f"training dictionaries (<unk>), in {u['sentences']} sentences")
+    print(f"binarized {args.out}")

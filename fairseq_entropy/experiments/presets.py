@@ -243,7 +243,7 @@ VALUE_CHECKS = {
     "min_lr_ratio": (lambda v: _number(v) and 0 <= v <= 1, "a number in [0, 1]"),
     "model": (lambda v: isinstance(v, str) and v != "", "a name"),
     "arch": (lambda v: isinstance(v, str) and v != "", "a fairseq architecture name"),
-    "experiment": (lambda v: v in ("exp1", "exp2", "scan"), "exp1, exp2 or scan"),
+    "experiment": (lambda v: v in ("exp1", "exp2", "scan", "cogs"), "exp1, exp2, scan or cogs"),
     "format": (lambda v: v in TASK_ARGS, "pairs or lm (the data format the model reads)"),
     "notes": (lambda v: isinstance(v, str), "text"),
     "epochs_formula": (lambda v: isinstance(v, str), "a formula in k, e.g. \"64-8*(k-1)\""),
@@ -269,7 +269,7 @@ def check_preset_values(name: str, preset: dict, where: str) -> None:
         PresetError: ``file:line: preset NAME: key KEY = VALUE`` with the valid values and the
             fix (a list key that is not a list of text, a non-positive ``batch_size``,
             ``epochs`` or ``lr``, fractions outside their range, an ``experiment`` other than
-            exp1/exp2/scan, or an ``epochs_formula`` that is not a formula in k giving positive
+            exp1/exp2/scan/cogs, or an ``epochs_formula`` that is not a formula in k giving positive
             epochs for k = 1..8).
     """
     def fail(key, value, valid):

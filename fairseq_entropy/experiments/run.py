@@ -44,6 +44,7 @@ from typing import Optional, Sequence
 
 from ..analysis.provenance import resolve_provenance
 from ..analysis.scoring import score_lines, write_score
+from ..cogs.binarize import decode_max_len
 from ..errors import UserError
 from ..files import check_fairseq_path, read_json
 from ..progress import decoding_line
@@ -390,7 +391,8 @@ def _run_locked(children, fds, presets, preset, databin, run, run_name, seed, ep
     model = spec.get("model", preset)
     best_label, selection = SELECTIONS[select]
     subword = subword_data(databin)
-    max_len = "400" if subword else "60"
+    longest = decode_max_len(databin)  # COGS: its logical forms, up to hundreds of tokens
+    max_len = str(longest) if longest else "400" if subword else "60"
     plugin = plugin or str(user_dir())
     run.mkdir(parents=True, exist_ok=True)
     trained = run / "checkpoints" / "trained"
