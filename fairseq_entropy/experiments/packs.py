@@ -131,9 +131,9 @@ def pack_dir(cells: Sequence[Cell], key: str, root: str | os.PathLike) -> Path:
     return pack_parent(cells[0], root) / f"pack-{hashlib.sha256(runs.encode()).hexdigest()[:12]}"
 
 
-def _existing(parent: Path, key: str, free: Dict[str, Cell]) -> List[Tuple[Cell, ...]]:
+def _existing(parent: Path, key: str, free: Dict[str, Cell]) -> List[Pack]:
     """Unfinished packs under ``parent`` with ``key`` and a packed ``checkpoint_last.pt``,
-    whose runs are all among ``free`` (run dir -> cell)."""
+    whose runs are all among ``free`` (run dir -> cell; their cells are taken out of it)."""
     found = []
     for desc in sorted(parent.glob("pack-*/pack.json")):
         try:
@@ -145,7 +145,7 @@ def _existing(parent: Path, key: str, free: Dict[str, Cell]) -> List[Tuple[Cell,
             continue
         dirs = [r.get("run_dir") for r in raw.get("runs", []) if isinstance(r, dict)]
         if len(dirs) > 1 and all(d in free for d in dirs):
-            found.append(tuple(free.pop(d) for d in dirs))
+            found.append(Pack(tuple(free.pop(d) for d in dirs), key, desc.parent))
     return found
 
 
@@ -170,7 +170,7 @@ def make_packs(cells: Sequence[Cell], root: str | os.PathLike, size: int,
         groups.setdefault(key, []).append(cell)
     for key, group in groups.items():
         free = {str(c.run_dir(root).resolve()): c for c in group}
-        packs = _existing(pack_parent(group[0], root), key, free)
+        units += _existing(pack_parent(group[0], root), key, free)
         rest = []
         for cell in [c for c in group if str(c.run_dir(root).resolve()) in free]:
             ckpts = cell.run_dir(root) / "checkpoints"
@@ -178,8 +178,7 @@ def make_packs(cells: Sequence[Cell], root: str | os.PathLike, size: int,
                 units.append(cell)
             else:
                 rest.append(cell)
-        packs += [tuple(rest[i:i + size]) for i in range(0, len(rest), size)]
-        for members in packs:
+        for members in [tuple(rest[i:i + size]) for i in range(0, len(rest), size)]:
             units.append(Pack(members, key, pack_dir(members, key, root)) if len(members) > 1
                          else members[0])
     return sorted(units, key=lambda u: order[cells_of(u)[0]])

@@ -1,0 +1,173 @@
+"""Packed sweeps (``sweep --pack K``, a grid's ``pack = K``; experiments/packs.py): the grid
+option, the grouping into packs, the dry run, and a packed sweep writing the cell layout of an
+unpacked one."""
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fairseq_entropy.cli import main as cli
+from fairseq_entropy.experiments import packs
+from fairseq_entropy.experiments.grids import Cell, GridError, Schedule, load_grid
+from _toy import tiny_level  # noqa: E402
+
+BIN = Path(sys.executable).parent
+GRID = """experiment = "exp1"
+presets = ["exp1_cnn"]
+levels = [0, 3]
+seeds = [5]
+n = [320]
+schedule = {{max_update = 4}}
+{extra}"""
+
+
+def cell(level, preset="exp1_cnn", schedule=Schedule(max_update=4), seed=5):
+    return Cell("exp1", preset, "cnn", 320, seed, level, schedule)
+
+
+# ------------------------------------------------------------------------------ the option
+@pytest.mark.parametrize("value", ["-1", "1.5", '"4"', "true"])
+def test_a_bad_grid_pack_is_refused_with_its_line_and_a_fix(value, tmp_path):
+    grid = tmp_path / "g.toml"
+    grid.write_text(GRID.format(extra=f"pack = {value}\n"))
+    with pytest.raises(GridError) as e:
+        load_grid(grid)
+    msg = str(e.value)
+    assert msg.startswith(f"{grid}:7: pack = ") and "Fix: an integer >= 0" in msg
+
+
+def test_grid_pack_is_read_and_defaults_to_no_packing(tmp_path):
+    grid = tmp_path / "g.toml"
+    grid.write_text(GRID.format(extra="pack = 16\n"))
+    assert load_grid(grid).pack == 16
+    grid.write_text(GRID.format(extra=""))
+    assert load_grid(grid).pack == 0
+
+
+# ---------------------------------------------------------------------------- the grouping
+def test_cells_are_packed_by_preset_and_schedule_in_grid_order(tmp_path):
+    levels = [0, 0.5, 1, 1.5, 2]
+    cells = [cell(v) for v in levels] + [cell(0, "exp1_cnn_authors")] + \
+        [cell(3, schedule=Schedule(max_update=5))]
+    units = packs.make_packs(cells, tmp_path, 2)
+    got = [[c.level for c in packs.cells_of(u)] if isinstance(u, packs.Pack) else u.level
+           for u in units]
+    # exp1_cnn max_update 4: 5 cells -> 2 + 2 + 1 alone; the other preset and the other
+    # schedule are each a group of one, so alone
+    assert got == [[0, 0.5], [1, 1.5], 2, 0, 3]
+    assert [type(u).__name__ for u in units] == ["Pack", "Pack", "Cell", "Cell", "Cell"]
+    assert packs.make_packs(cells, tmp_path, 1) == cells and \
+        packs.make_packs(cells, tmp_path, 0) == cells
+    first = units[0]
+    assert first.dir.parent == tmp_path / "packs/exp1/exp1_cnn/n320"
+    assert first.label() == ("exp1_cnn/n320/" + first.dir.name
+                             + ": seed5/entropy_0.0, seed5/entropy_0.5")
+
+
+def test_a_cut_off_pack_is_taken_again_whole_and_trained_cells_stay_alone(tmp_path):
+    cells = [cell(v) for v in (0, 0.5, 1, 1.5, 2)]
+    old = packs.Pack(tuple(cells[1:3]), packs.pack_key(cells[1], tmp_path)[0],
+                     tmp_path / "packs/exp1/exp1_cnn/n320/pack-old")
+    packs.write_description(old, tmp_path)
+    (old.dir / "checkpoints").mkdir()
+    (old.dir / "checkpoints" / "checkpoint_last.pt").write_bytes(b"packed")
+    own = cells[4].run_dir(tmp_path) / "checkpoints"  # its own cut-off, unpacked training
+    own.mkdir(parents=True)
+    (own / "checkpoint_last.pt").write_bytes(b"alone")
+    units = packs.make_packs(cells, tmp_path, 2)
+    # units in the order of their first cell: (0, 1.5), the old pack (0.5, 1), 2 alone
+    assert [u.dir.name if isinstance(u, packs.Pack) else u.level for u in units] == \
+        [packs.pack_dir([cells[0], cells[3]], old.key, tmp_path).name, "pack-old", 2]
+    assert units[0].cells == (cells[0], cells[3]) and units[1].cells == tuple(cells[1:3])
+    # once a member is scored (not among the cells to run), the old pack is not taken
+    units = packs.make_packs([cells[1], cells[3]], tmp_path, 2)
+    assert [c.level for c in units[0].cells] == [0.5, 1.5]
+
+
+def test_dry_run_shows_the_packs_and_writes_nothing(tmp_path, capsys):
+    grid = tmp_path / "g.toml"
+    grid.write_text(GRID.format(extra="").replace("levels = [0, 3]",
+                                                  "levels = [0, 0.5, 1, 1.5, 2, 2.5, 3]"))
+    assert cli(["sweep", str(grid), "--dry-run", "--root", str(tmp_path / "r"), "--device",
+                "cpu", "--pack", "3"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "packs of up to 3 cells" in out[0]
+    summary = next(ln for ln in out if ln.startswith("# packs of up to 3:"))
+    assert "2 pack(s) of 6 cell(s), 1 cell(s) on their own" in summary
+    assert "the data are not built yet" in summary
+    shown = [ln for ln in out if ln.startswith("# pack ")]
+    assert len(shown) == 2 and shown[0].startswith("# pack 1/2 (3 cells) exp1_cnn/n320/pack-")
+    assert shown[1].endswith(": seed5/entropy_1.5, seed5/entropy_2.0, seed5/entropy_2.5")
+    assert not (tmp_path / "r").exists()
+
+
+# ------------------------------------------------------------------------ a packed sweep
+@pytest.fixture(scope="module")
+def tiny_root(tmp_path_factory):
+    """The grid's two levels built and binarized under a sweep root (48 test commands)."""
+    root = tmp_path_factory.mktemp("packroot")
+    (root / "g.toml").write_text(GRID.format(extra=""))
+    for c in load_grid(root / "g.toml").cells():
+        tiny_level(root / "build" / str(c.level), c.databin(root), bits=c.level)
+    return root
+
+
+def _sweep(root, *extra):
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}", OMP_NUM_THREADS="1")
+    return subprocess.run([sys.executable, "-m", "fairseq_entropy.cli", "sweep",
+                           str(root / "g.toml"), "--root", str(root), "--device", "cpu",
+                           "--decode-sample", "8", *extra], capture_output=True, text=True,
+                          env=env, timeout=600)
+
+
+def _layout(root):
+    runs = root / "runs"
+    # a run's tensorboard/ is there in both; its event files are named by time and host
+    return sorted(str(p.relative_to(runs)) for p in runs.rglob("*")
+                  if "tensorboard" not in p.relative_to(runs).parts[5:-1])
+
+
+def _rows(root):
+    rows = list(csv.reader((root / "sweep-status.tsv").open(), delimiter="\t"))
+    return [[r[0], r[1], r[4]] for r in rows]  # cell, status, reason (not the wall time)
+
+
+@pytest.mark.slow  # two sweeps of two tiny cells
+def test_packed_sweep_writes_the_cell_layout_of_an_unpacked_one(tiny_root, tmp_path):
+    roots = {}
+    for name in ("alone", "packed"):
+        roots[name] = tmp_path / name
+        shutil.copytree(tiny_root, roots[name])
+    res = _sweep(roots["alone"], "--jobs", "2")
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    res = _sweep(roots["packed"], "--pack", "2", "--jobs", "1")
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    out = res.stdout
+    cells = load_grid(tiny_root / "g.toml").cells()
+    assert "# 1 pack(s) of 2 cell(s), 0 cell(s) on their own" in out
+    # the pack's console lines name its runs
+    assert "seed5/entropy_0.0, seed5/entropy_3.0] " in out and "done training" in out
+    assert _layout(roots["packed"]) == _layout(roots["alone"])
+    assert _rows(roots["packed"]) == _rows(roots["alone"])
+    for c in cells:
+        run = c.run_dir(roots["packed"])
+        score = json.loads((run / "sample" / "score.json").read_text())
+        alone = json.loads((c.run_dir(roots["alone"]) / "sample" / "score.json").read_text())
+        assert sorted(score) == sorted(alone) and score["n"] == alone["n"]
+        assert score["seed"] == 5 and score["schedule"]["max_update"] == 4
+        assert "skip training" in (run / "sweep.log").read_text()
+        assert (run / "tensorboard").resolve() == next(
+            (roots["packed"] / "packs").rglob("pack-*")).resolve() / "tensorboard"
+    # a rerun trains nothing again: the pack is finished, each cell decodes once more
+    (pack,) = list((roots["packed"] / "packs").rglob("pack-*"))
+    before = (pack / "checkpoints" / "checkpoint_last.pt").read_bytes()
+    res = _sweep(roots["packed"], "--pack", "2")
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert "done 2, failed 0" in res.stdout
+    assert (pack / "checkpoints" / "checkpoint_last.pt").read_bytes() == before
+    assert (pack / "train.log").read_text().count("=== ") == 1
