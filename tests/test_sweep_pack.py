@@ -121,8 +121,7 @@ def _sweep(root, *extra):
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}", OMP_NUM_THREADS="1")
     return subprocess.run([sys.executable, "-m", "fairseq_entropy.cli", "sweep",
                            str(root / "g.toml"), "--root", str(root), "--device", "cpu",
-                           "--decode-sample", "8", *extra], capture_output=True, text=True,
-                          env=env, timeout=600)
+                           *extra], capture_output=True, text=True, env=env, timeout=600)
 
 
 def _layout(root):
@@ -156,18 +155,24 @@ def test_packed_sweep_writes_the_cell_layout_of_an_unpacked_one(tiny_root, tmp_p
     assert _rows(roots["packed"]) == _rows(roots["alone"])
     for c in cells:
         run = c.run_dir(roots["packed"])
-        score = json.loads((run / "sample" / "score.json").read_text())
-        alone = json.loads((c.run_dir(roots["alone"]) / "sample" / "score.json").read_text())
-        assert sorted(score) == sorted(alone) and score["n"] == alone["n"]
+        score = json.loads((run / "last" / "score.json").read_text())
+        alone = json.loads((c.run_dir(roots["alone"]) / "last" / "score.json").read_text())
+        assert sorted(score) == sorted(alone) and score["n"] == alone["n"] == 48
+        # the best is the last state: its checkpoint a copy, decoded once (as alone)
+        assert (run / "checkpoints" / "checkpoint_best.pt").read_bytes() == \
+            (run / "checkpoints" / "checkpoint_last.pt").read_bytes()
         assert score["seed"] == 5 and score["schedule"]["max_update"] == 4
         assert "skip training" in (run / "sweep.log").read_text()
         assert (run / "tensorboard").resolve() == next(
             (roots["packed"] / "packs").rglob("pack-*")).resolve() / "tensorboard"
-    # a rerun trains nothing again: the pack is finished, each cell decodes once more
+    # cut off while decoding: the rerun trains nothing again (the pack is finished), each
+    # cell decodes once more
     (pack,) = list((roots["packed"] / "packs").rglob("pack-*"))
     before = (pack / "checkpoints" / "checkpoint_last.pt").read_bytes()
+    for c in cells:
+        shutil.rmtree(c.run_dir(roots["packed"]) / "last")
     res = _sweep(roots["packed"], "--pack", "2")
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    assert "done 2, failed 0" in res.stdout
+    assert "done 2, failed 0" in res.stdout and "0 pack(s)" in res.stdout
     assert (pack / "checkpoints" / "checkpoint_last.pt").read_bytes() == before
     assert (pack / "train.log").read_text().count("=== ") == 1

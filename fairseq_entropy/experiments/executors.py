@@ -26,7 +26,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from . import slurm
 from .grids import Cell
 from .locks import lock_holder
-from .packs import Pack, Unit, cells_of, run_pack
+from .packs import Pack, Unit, cells_of, progress_line, run_pack
 from .processes import CHILDREN, on_stop_signals, stop_on_signals
 from .sweep import (PROGRESS_INTERVAL_S, CellResult, Progress, last_line, run_cell, scored,
                     write_status)
@@ -361,6 +361,11 @@ def _wait_array(watch: _ArrayWatch, todo: Sequence[Sequence[int]], results: list
         if pending:
             if time.monotonic() - last >= PROGRESS_INTERVAL_S:
                 print(progress.line(), flush=True)
+                for j in pending:  # a pack's task logs its progress to its own log
+                    line = progress_line(watch.cells[j]) \
+                        if isinstance(watch.cells[j], Pack) else None
+                    if line:
+                        print(line, flush=True)
                 last = time.monotonic()
             time.sleep(POLL_S)
 

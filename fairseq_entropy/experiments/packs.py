@@ -93,6 +93,19 @@ def cells_of(unit: Unit) -> List[Cell]:
     return list(unit.cells) if isinstance(unit, Pack) else [unit]
 
 
+def progress_line(pack: Pack) -> Optional[str]:
+    """`` [<pack label>] progress: ...``: the last progress line of the pack's training (for
+    the executors whose packs print to a log of their own, Slurm's), None before the first."""
+    try:
+        with open(pack.train_log, "rb") as f:
+            f.seek(max(f.seek(0, os.SEEK_END) - 65536, 0))
+            tail = f.read().decode(errors="replace")
+    except OSError:
+        return None
+    at = tail.rfind("progress: ")
+    return None if at < 0 else f" [{pack.label()}] {tail[at:].splitlines()[0]}"
+
+
 def pack_key(cell: Cell, root: str | os.PathLike,
              table: Optional[dict] = None) -> Tuple[str, bool]:
     """The compatibility key of a cell and whether it is exact.
