@@ -4,11 +4,13 @@ Experiment 1 curve of one seed trained as one pack through the product's own swe
 ``correctness``: one level (``fairseq-entropy build`` + ``binarize``), K runs of a preset
 (seeds 1..K, dropout 0) trained alone and as one pack (``--task packed_systematicity``) for
 ``--updates`` updates with the fairseq-train command of ``fairseq-entropy run``
-(:func:`fairseq_entropy.experiments.run.train_command`); prints, per run, the largest
-difference of a parameter tensor relative to that tensor's largest value (``k_proj.bias``,
-whose gradient is zero, is rounding noise amplified by Adam and is left out, as in
-``tests/test_packed.py``), and exits 1 when one exceeds ``--tol``.  A run of another seed
-differs by far more; that is printed too.
+(:func:`fairseq_entropy.experiments.run.train_command`); prints, per run, the difference of
+all its parameters from the run alone, ``||packed - alone|| / ||alone||`` (L2 over every
+parameter), and exits 1 when it exceeds ``--tol``.  ``k_proj.bias``, whose gradient is zero in
+exact arithmetic, is rounding noise amplified by Adam and is left out, as in
+``tests/test_packed.py``; an element whose gradient is near zero can also take Adam steps of
+either sign (~lr each), which is why the largest difference of one tensor, printed beside, is
+not the criterion.  A run of another seed differs by far more; that is printed too.
 
 ``curve``: a grid of one preset, the 7 levels of Experiment 1, one seed, swept with
 ``--pack 7`` (one fairseq-train for the 7 runs, then decode and score per cell) and
@@ -69,15 +71,21 @@ def params(path: Path) -> dict:
     return torch.load(path, map_location="cpu", weights_only=True)["model"]
 
 
-def worst(a: dict, b: dict) -> float:
-    """Largest ``max|a - b| / max|a|`` over the tensors (zero-gradient ones left out)."""
-    out = 0.0
+def distance(a: dict, b: dict) -> tuple:
+    """``(||a - b|| / ||a||`` over all parameters, the largest ``max|a - b| / max|a|`` of one
+    tensor and its name)``, zero-gradient tensors left out."""
+    diff = norm = worst = 0.0
+    name_of = ""
     for name, t in a.items():
         if ZERO_GRADIENT.search(name) or not t.is_floating_point():
             continue
-        scale = float(t.abs().max()) or 1.0
-        out = max(out, float((t - b[name]).abs().max()) / scale)
-    return out
+        d = (t.double() - b[name].double())
+        diff += float(d.pow(2).sum())
+        norm += float(t.double().pow(2).sum())
+        rel = float(d.abs().max()) / (float(t.abs().max()) or 1.0)
+        if rel > worst:
+            worst, name_of = rel, name
+    return (diff / norm) ** 0.5, worst, name_of
 
 
 def correctness(args) -> int:
@@ -95,11 +103,18 @@ def correctness(args) -> int:
     plugin = str(user_dir())
     seeds = list(range(1, args.k + 1))
     extra = ["--dropout", "0"]
-    alone_s = 0.0
+    start = time.monotonic()  # the runs alone side by side (on a GPU, they share it)
+    procs = []
     for s in seeds:
         cmd = [*train_command(databin, out / f"alone{s}", targs, plugin, args.device),
                "--seed", str(s), *extra]
-        alone_s += train(cmd, out / f"alone{s}.log")
+        procs.append(subprocess.Popen([str(c) for c in cmd], env=env(),
+                                      stdout=open(out / f"alone{s}.log", "w"),
+                                      stderr=subprocess.STDOUT))
+    for s, p in zip(seeds, procs):
+        if p.wait() != 0:
+            sys.exit(f"fairseq-train failed (exit {p.returncode}): see {out}/alone{s}.log")
+    alone_s = time.monotonic() - start
     pack = out / "pack"
     write_pack(str(pack), [{"data": str(databin), "seed": s, "run_dir": str(out / f"run{s}")}
                            for s in seeds])
@@ -107,17 +122,19 @@ def correctness(args) -> int:
                           args.device), *extra]
     packed_s = train(cmd, out / "pack.log")
     print(f"correctness: {args.preset}, {args.k} runs x {args.updates} updates on "
-          f"{args.device}: alone {alone_s:.0f} s, packed {packed_s:.0f} s")
+          f"{args.device}: alone (side by side) {alone_s:.0f} s, packed {packed_s:.0f} s")
     bad = 0
     for s in seeds:
         a = params(out / f"alone{s}" / "checkpoints" / "checkpoint_last.pt")
         b = params(out / f"run{s}" / "checkpoints" / "checkpoint_last.pt")
-        err = worst(a, b)
+        err, one, name = distance(a, b)
         bad += err > args.tol
-        print(f"  seed {s}: max |packed - alone| / max |alone| per tensor = {err:.2e} "
-              f"({'ok' if err <= args.tol else 'ABOVE'} tolerance {args.tol:g})")
-    other = worst(params(out / "alone1" / "checkpoints" / "checkpoint_last.pt"),
-                  params(out / f"run{seeds[-1]}" / "checkpoints" / "checkpoint_last.pt"))
+        print(f"  seed {s}: ||packed - alone|| / ||alone|| = {err:.2e} "
+              f"({'ok' if err <= args.tol else 'ABOVE'} tolerance {args.tol:g}); largest in "
+              f"one tensor {one:.2e} of its max ({name})")
+    other, _, _ = distance(params(out / "alone1" / "checkpoints" / "checkpoint_last.pt"),
+                           params(out / f"run{seeds[-1]}" / "checkpoints" /
+                                  "checkpoint_last.pt"))
     print(f"  another seed's run differs by {other:.2e} (a real difference)")
     return 1 if bad else 0
 
@@ -148,6 +165,8 @@ def curve(args) -> int:
     rc = subprocess.run(cmd, env=env()).returncode
     print(f"curve: sweep --pack 7 exit {rc} in {time.monotonic() - start:.0f} s", flush=True)
     if rc != 0:
+        print("curve: the sweep did not finish; run the same command again to resume the pack "
+              "from its packed checkpoint (scored cells are skipped)", flush=True)
         return 1
     label = "sample" if args.decode_sample else "last"
     runs = sorted((out / "root" / "runs").rglob(f"{label}/score.json"))
@@ -171,8 +190,8 @@ def main(argv=None) -> int:
     c.add_argument("--updates", type=int, default=200, help="updates of every run")
     c.add_argument("--k", type=int, default=3, help="runs (seeds 1..K)")
     c.add_argument("--n", type=int, default=2000, help="training commands of the level")
-    c.add_argument("--tol", type=float, default=1e-3,
-                   help="largest relative difference of a tensor accepted")
+    c.add_argument("--tol", type=float, default=1e-4,
+                   help="largest ||packed - alone|| / ||alone|| accepted")
     v = sub.add_parser("curve", help="Exp1 curve of one seed, 7 levels in one pack")
     v.add_argument("--out", required=True, help="working directory")
     v.add_argument("--preset", default="exp1_transformer_sinusoidal", help="preset")

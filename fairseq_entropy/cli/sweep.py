@@ -116,7 +116,7 @@ def run(args) -> None:
     if size > 1 and chosen:
         from ..experiments.packs import plan
 
-        units, unplanned = plan(chosen, root, size)
+        units, unplanned = plan(chosen, root, size, workers=len(slots))
     if not chosen:
         print(executors.nothing_left(known))
         ran = []

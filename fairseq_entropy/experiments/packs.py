@@ -32,6 +32,7 @@ import os
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple, Union
@@ -41,12 +42,14 @@ from .devices import default_device
 from .grids import Cell
 from .locks import LOCK_ENV, LockHeld, RunLock
 from .presets import PresetError, load_presets, train_args, train_args_sha256
-from .processes import CHILDREN, Stopping
+from .processes import CHILDREN, Stopping, stop_on_signals
 from .rerun import ScheduleChanged, check_trained, expected_schedule
 from .run import SHOWN, console_line, subword_data, train_command, user_dir
 from .sweep import CellResult, last_line, prepare_data, run_cell, scored
 
 PACKS_DIR = "packs"
+#: cells of a pack decoded at once in a GPU slot (fairseq-generate processes sharing the GPU)
+GPU_DECODERS = 4
 #: the packed task replacing ``systematicity`` in a pack's fairseq-train arguments
 PACKED_TASK = ("--task", "packed_systematicity")
 
@@ -343,20 +346,28 @@ def run_pack(pack: Pack, root: str | os.PathLike, slot: Optional[dict] = None,
         for lock in locks:
             lock.release()
     trained = time.monotonic() - start
-    results = []
-    for cell in pack.cells:  # decoded and scored as an unpacked cell is
+
+    def decode(cell):  # decoded and scored as an unpacked cell is
         r = run_cell(cell, root, slot, recipe)
         if r.status == "done":
             r.wall_s += trained
-        results.append(r)
-    return results
+        return r
+
+    # a CPU slot is one core: one decode at a time; a GPU slot decodes a few cells at once
+    gpu = (slot or {}).get("DEVICE", default_device()) == "gpu"
+    with ThreadPoolExecutor(max_workers=GPU_DECODERS if gpu else 1) as pool:
+        return list(pool.map(decode, pack.cells))
 
 
-def plan(cells: Sequence[Cell], root: str | os.PathLike, size: int, out=None
-         ) -> Tuple[List[Unit], List[CellResult]]:
+def plan(cells: Sequence[Cell], root: str | os.PathLike, size: int, out=None,
+         workers: Optional[int] = None) -> Tuple[List[Unit], List[CellResult]]:
     """The units of work of ``cells`` (still to run) with packs of at most ``size``: first
-    every cell's data (:func:`~.sweep.prepare_data`, which the grouping reads), then
-    :func:`make_packs`; a line per pack names its cells.
+    every cell's data (:func:`~.sweep.prepare_data`, which the grouping reads; SIGINT or
+    SIGTERM stops the build running and raises KeyboardInterrupt), then :func:`make_packs`;
+    a line per pack names its cells.
+
+    Args:
+        workers: levels built at once (default: one per CPU core).
 
     Returns:
         the units, and a ``failed`` outcome for each cell whose data could not be made.
@@ -364,12 +375,24 @@ def plan(cells: Sequence[Cell], root: str | os.PathLike, size: int, out=None
     out = out or sys.stdout
     failed, ready = [], []
     env = _env(None)
-    for cell in cells:
+
+    def interrupt(sig):  # the build or binarize running has been stopped
+        raise KeyboardInterrupt
+
+    def build(cell):
         try:
             prepare_data(cell, root, env)
-            ready.append(cell)
+            return None
         except (RuntimeError, OSError) as e:
-            failed.append(CellResult(cell.name, "failed", f"data: {e}"))
+            return CellResult(cell.name, "failed", f"data: {e}")
+
+    # the levels are built side by side (one fairseq-entropy process each, at most one per
+    # core); prepare_data's file lock keeps a level shared by two cells built once
+    with stop_on_signals(CHILDREN, then=interrupt), \
+            ThreadPoolExecutor(max_workers=min(len(cells), workers or os.cpu_count() or 1)) \
+            as pool:
+        for cell, why in zip(cells, pool.map(build, cells)):
+            (failed if why else ready).append(why or cell)
     units = make_packs(ready, root, size)
     packs = [u for u in units if isinstance(u, Pack)]
     print(f"# {len(packs)} pack(s) of {sum(len(p.cells) for p in packs)} cell(s), "
