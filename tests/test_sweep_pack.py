@@ -173,6 +173,29 @@ def test_packed_sweep_writes_the_cell_layout_of_an_unpacked_one(tiny_root, tmp_p
         shutil.rmtree(c.run_dir(roots["packed"]) / "last")
     res = _sweep(roots["packed"], "--pack", "2")
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    assert "done 2, failed 0" in res.stdout and "0 pack(s)" in res.stdout
+    assert "done 2, failed 0" in res.stdout and "0 pack(s)" in res.stdout, res.stdout
     assert (pack / "checkpoints" / "checkpoint_last.pt").read_bytes() == before
     assert (pack / "train.log").read_text().count("=== ") == 1
+
+
+# ----------------------------------------------------------------------------- GPU check
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_gpu_check_compares_all_parameters_and_refuses_a_machine_without_a_gpu(tmp_path):
+    import torch
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import gpu_check
+
+    a = {"w": torch.tensor([3.0, 4.0]), "k_proj.bias": torch.tensor([1.0])}
+    b = {"w": torch.tensor([3.0, 4.5]), "k_proj.bias": torch.tensor([-1.0])}
+    rel, one, name = gpu_check.distance(a, b)  # k_proj.bias left out: ||(0, .5)|| / ||(3, 4)||
+    assert rel == pytest.approx(0.1) and one == pytest.approx(0.125) and name == "w"
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: gpu_check.sh would run")
+    res = subprocess.run(["bash", str(REPO / "benchmarks" / "gpu_check.sh"), str(tmp_path)],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2 and res.stdout == ""
+    assert res.stderr.startswith("gpu_check.sh: error: torch sees no GPU") and \
+        "Fix: " in res.stderr and res.stderr.count("\n") == 1

@@ -148,8 +148,10 @@ def pack_dir(cells: Sequence[Cell], key: str, root: str | os.PathLike) -> Path:
 
 
 def _existing(parent: Path, key: str, free: Dict[str, Cell]) -> List[Pack]:
-    """Unfinished packs under ``parent`` with ``key`` and a packed ``checkpoint_last.pt``,
-    whose runs are all among ``free`` (run dir -> cell; their cells are taken out of it)."""
+    """Packs under ``parent`` with ``key``, a packed ``checkpoint_last.pt`` and a run whose
+    training is not marked finished, whose runs are all among ``free`` (run dir -> cell; their
+    cells are taken out of it): a pack cut off while it trained or before its runs were
+    unpacked and marked."""
     found = []
     for desc in sorted(parent.glob("pack-*/pack.json")):
         try:
@@ -160,7 +162,9 @@ def _existing(parent: Path, key: str, free: Dict[str, Cell]) -> List[Pack]:
                 not (desc.parent / "checkpoints" / "checkpoint_last.pt").is_file():
             continue
         dirs = [r.get("run_dir") for r in raw.get("runs", []) if isinstance(r, dict)]
-        if len(dirs) > 1 and all(d in free for d in dirs):
+        # a finished pack whose runs all hold their checkpoints: each run only decodes
+        done = all(Path(d, "checkpoints", "trained").exists() for d in dirs if d)
+        if len(dirs) > 1 and all(d in free for d in dirs) and not done:
             found.append(Pack(tuple(free.pop(d) for d in dirs), key, desc.parent))
     return found
 
