@@ -89,6 +89,54 @@ def test_a_cut_off_pack_is_taken_again_whole_and_trained_cells_stay_alone(tmp_pa
     assert [c.level for c in units[0].cells] == [0.5, 1.5]
 
 
+def test_local_executor_runs_one_pack_per_gpu_slot_and_reports_every_cell(tmp_path):
+    """2 packs and a cell alone on 2 simulated GPUs x 1 slot: a pack holds one slot, its
+    outcome is one row per cell, in the cells' order; a pack that raises fails its cells."""
+    from fairseq_entropy.experiments import devices, executors, sweep
+
+    slots = devices.device_slots(None, "gpu", gpus=2, per_gpu=1)
+    cells = [cell(v) for v in (0, 0.5, 1, 1.5, 2)]
+    units = packs.make_packs(cells, tmp_path, 2)
+    seen = []
+
+    def runner(unit, slot):
+        seen.append((type(unit).__name__, len(packs.cells_of(unit)), slot["DEVICE"]))
+        if isinstance(unit, packs.Pack) and unit.cells[0].level == 1:
+            raise RuntimeError("out of memory")
+        return [sweep.CellResult(c.name, "done", accuracy=c.level / 4)
+                for c in packs.cells_of(unit)] if isinstance(unit, packs.Pack) else \
+            sweep.CellResult(unit.name, "done", accuracy=0.5)
+
+    results = executors.run_local(units, tmp_path, slots, runner)
+    assert sorted(seen) == [("Cell", 1, "gpu"), ("Pack", 2, "gpu"), ("Pack", 2, "gpu")]
+    assert [r.cell for r in results] == [c.name for c in cells]
+    assert [r.status for r in results] == ["done", "done", "failed", "failed", "done"]
+    assert [r.accuracy for r in results] == [0.0, 0.125, None, None, 0.5]
+    assert results[2].reason == results[3].reason == "RuntimeError: out of memory"
+
+
+def test_a_slurm_task_of_a_pack_reports_each_cell(tmp_path):
+    """A pack's task: its result (a list) per cell; cancelled or crashed: every cell so."""
+    from fairseq_entropy.experiments import executors, slurm, sweep
+    from test_executors import FakeJob
+
+    cells = [cell(v) for v in (0, 0.5, 1, 1.5)]
+    first, second = packs.make_packs(cells, tmp_path, 2)
+    done = [sweep.CellResult(c.name, "done", accuracy=0.25) for c in first.cells]
+    jobs = [FakeJob(tmp_path, "18_0", "COMPLETED", done), FakeJob(tmp_path, "18_1", "TIMEOUT")]
+    watch = executors._ArrayWatch.__new__(executors._ArrayWatch)
+    watch.jobs, watch.cells, watch.cluster, watch.clock = jobs, [first, second], "slurm", \
+        lambda: 0.0
+    watch.missing_since, watch.sacct = {}, True
+    assert watch.outcome(0, "COMPLETED") == done
+    cancelled = watch.outcome(1, "TIMEOUT")
+    assert [(r.cell, r.status, r.reason) for r in cancelled] == [
+        (c.name, "cancelled", slurm.CANCELLED_MESSAGE) for c in second.cells]
+    jobs[1] = FakeJob(tmp_path, "18_2", "FAILED", RuntimeError("boom\nOOM killed"))
+    assert [(r.cell, r.status, r.reason) for r in watch.outcome(1, "FAILED")] == [
+        (c.name, "failed", "submitit: OOM killed") for c in second.cells]
+
+
 def test_dry_run_shows_the_packs_and_writes_nothing(tmp_path, capsys):
     grid = tmp_path / "g.toml"
     grid.write_text(GRID.format(extra="").replace("levels = [0, 3]",
