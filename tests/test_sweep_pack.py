@@ -59,6 +59,7 @@ def test_cells_are_packed_by_preset_and_schedule_in_grid_order(tmp_path):
            for u in units]
     # exp1_cnn max_update 4: 5 cells -> 2 + 2 + 1 alone; the other preset and the other
     # schedule are each a group of one, so alone
+    assert [len(c) for c in packs._chunks(cells[:5] * 7, 16)] == [12, 12, 11]  # 35 cells
     assert got == [[0, 0.5], [1, 1.5], 2, 0, 3]
     assert [type(u).__name__ for u in units] == ["Pack", "Pack", "Cell", "Cell", "Cell"]
     assert packs.make_packs(cells, tmp_path, 1) == cells and \
@@ -146,11 +147,13 @@ def test_dry_run_shows_the_packs_and_writes_nothing(tmp_path, capsys):
     out = capsys.readouterr().out.splitlines()
     assert "packs of up to 3 cells" in out[0]
     summary = next(ln for ln in out if ln.startswith("# packs of up to 3:"))
-    assert "2 pack(s) of 6 cell(s), 1 cell(s) on their own" in summary
+    # 7 cells in the fewest packs of at most 3, as even as can be: 3, 2, 2
+    assert "3 pack(s) of 7 cell(s), 0 cell(s) on their own" in summary
     assert "the data are not built yet" in summary
     shown = [ln for ln in out if ln.startswith("# pack ")]
-    assert len(shown) == 2 and shown[0].startswith("# pack 1/2 (3 cells) exp1_cnn/n320/pack-")
-    assert shown[1].endswith(": seed5/entropy_1.5, seed5/entropy_2.0, seed5/entropy_2.5")
+    assert len(shown) == 3 and shown[0].startswith("# pack 1/3 (3 cells) exp1_cnn/n320/pack-")
+    assert shown[1].endswith(": seed5/entropy_1.5, seed5/entropy_2.0")
+    assert shown[2].endswith(": seed5/entropy_2.5, seed5/entropy_3.0")
     assert not (tmp_path / "r").exists()
 
 

@@ -5,7 +5,8 @@ Cells are compatible (:func:`pack_key`) when they share the presets file, the ``
 the preset, N, the schedule and every fairseq-train argument but the data and the seed (the
 hash of :func:`~.presets.train_args` on each cell's own level, whose training-set size or
 support size may change ``--max-update``).  :func:`make_packs` groups the cells still to train
-into :class:`Pack` s of at most K cells, in grid order; a pack of one cell, a cell whose
+into the fewest :class:`Pack` s of at most K cells, as even as can be, in grid order; a pack
+of one cell, a cell whose
 training has finished (``checkpoints/trained``) and a cell whose own cut-off training left a
 ``checkpoint_last.pt`` run as ordinary cells (:func:`~.sweep.run_cell`).  A pack lives in::
 
@@ -175,10 +176,11 @@ def make_packs(cells: Sequence[Cell], root: str | os.PathLike, size: int,
 
     ``size`` < 2 keeps every cell on its own.  Cells are grouped by :func:`pack_key`; in a
     group, unfinished packs of the same key whose runs are all here are taken first
-    (:func:`_existing`: a cut-off pack resumes), then the remaining cells are cut into packs
-    of ``size`` in grid order.  A cell whose training finished, or whose own cut-off training
-    left ``checkpoints/checkpoint_last.pt``, stays alone, as does a pack of one.  Units keep
-    the order of their first cell.
+    (:func:`_existing`: a cut-off pack resumes), then the remaining cells are cut, in grid
+    order, into the fewest packs of at most ``size``, as even as can be (:func:`_chunks`).  A
+    cell whose training finished, or whose own cut-off training left
+    ``checkpoints/checkpoint_last.pt``, stays alone, as does a pack of one.  Units keep the
+    order of their first cell.
     """
     if size < 2:
         return list(cells)
@@ -198,10 +200,25 @@ def make_packs(cells: Sequence[Cell], root: str | os.PathLike, size: int,
                 units.append(cell)
             else:
                 rest.append(cell)
-        for members in [tuple(rest[i:i + size]) for i in range(0, len(rest), size)]:
+        for members in _chunks(rest, size):
             units.append(Pack(members, key, pack_dir(members, key, root)) if len(members) > 1
                          else members[0])
     return sorted(units, key=lambda u: order[cells_of(u)[0]])
+
+
+def _chunks(cells: List[Cell], size: int) -> List[Tuple[Cell, ...]]:
+    """``cells`` in order, cut into the fewest packs of at most ``size``, as even as can be
+    (35 cells at 16: 12, 12 and 11), so that no pack outlasts the others by much."""
+    count = -(-len(cells) // size)
+    if not count:
+        return []
+    small, bigger = divmod(len(cells), count)
+    out, at = [], 0
+    for i in range(count):
+        n = small + (i < bigger)
+        out.append(tuple(cells[at:at + n]))
+        at += n
+    return out
 
 
 def write_description(pack: Pack, root: str | os.PathLike) -> Path:
