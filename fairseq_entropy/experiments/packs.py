@@ -6,9 +6,9 @@ the preset, N, the schedule and every fairseq-train argument but the data and th
 hash of :func:`~.presets.train_args` on each cell's own level, whose training-set size or
 support size may change ``--max-update``).  :func:`make_packs` groups the cells still to train
 into the fewest :class:`Pack` s of at most K cells, as even as can be, in grid order; a pack
-of one cell, a cell whose
-training has finished (``checkpoints/trained``) and a cell whose own cut-off training left a
-``checkpoint_last.pt`` run as ordinary cells (:func:`~.sweep.run_cell`).  A pack lives in::
+of one cell, a cell whose training has finished (``checkpoints/trained``) and a cell whose own
+cut-off training left a ``checkpoint_last.pt`` run as ordinary cells
+(:func:`~.sweep.run_cell`).  A pack lives in::
 
     packs/<exp>/<preset>/[n<N>/]pack-<hash>/  pack.json, checkpoints/, tensorboard/, train.log
 
