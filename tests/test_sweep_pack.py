@@ -4,6 +4,7 @@ unpacked one."""
 import csv
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -250,3 +251,44 @@ def test_gpu_check_compares_all_parameters_and_refuses_a_machine_without_a_gpu(t
     assert res.returncode == 2 and res.stdout == ""
     assert res.stderr.startswith("gpu_check.sh: error: torch sees no GPU") and \
         "Fix: " in res.stderr and res.stderr.count("\n") == 1
+
+
+@pytest.mark.slow  # one packed sweep killed while it trains, then run again
+def test_a_pack_cut_off_resumes_from_its_packed_checkpoint(tiny_root, tmp_path):
+    import signal
+    import time
+
+    root = tmp_path / "root"
+    shutil.copytree(tiny_root, root)
+    grid = root / "g.toml"
+    grid.write_text(grid.read_text().replace("max_update = 4", "max_update = 30"))
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}", OMP_NUM_THREADS="1")
+    cmd = [sys.executable, "-m", "fairseq_entropy.cli", "sweep", str(grid), "--root",
+           str(root), "--device", "cpu", "--jobs", "1", "--pack", "2"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    parent = root / "packs" / "exp1" / "exp1_cnn" / "n320"
+
+    def log():
+        logs = list(parent.glob("pack-*/train.log"))
+        return logs[0].read_text() if logs else ""
+
+    # killed once the packed checkpoint of epoch 1 (10 updates of 30) is saved
+    saved = re.compile(r"Saved checkpoint .*\(epoch 1 @ 10 updates")
+    while proc.poll() is None and not saved.search(log()):
+        time.sleep(0.05)
+    assert proc.poll() is None, "the sweep ended before it could be killed"
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=60)
+    cells = load_grid(grid).cells()
+    assert not any((c.run_dir(root) / "checkpoints" / "checkpoint_last.pt").exists()
+                   for c in cells)  # nothing unpacked from a pack cut off
+    res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    (pack,) = list(parent.glob("pack-*"))  # the same pack, taken again
+    text = log()
+    assert text.count("=== ") == 2 and "Loaded checkpoint" in text
+    assert saved.search(text.split("=== ")[1]) and "Loaded checkpoint" in text.split("=== ")[2]
+    assert "num_updates 30" in text.split("=== ")[2]
+    for c in cells:
+        score = json.loads((c.run_dir(root) / "last" / "score.json").read_text())
+        assert score["schedule"]["max_update"] == 30 and score["n"] == 48
