@@ -152,7 +152,7 @@ def test_dry_run_shows_the_packs_and_writes_nothing(tmp_path, capsys):
     assert "3 pack(s) of 7 cell(s), 0 cell(s) on their own" in summary
     assert "the data are not built yet" in summary
     shown = [ln for ln in out if ln.startswith("# pack ")]
-    assert len(shown) == 3 and shown[0].startswith("# pack 1/3 (3 cells) exp1_cnn/n320/pack-")
+    assert len(shown) == 3 and shown[0].startswith("# pack 1/3 (3 cells) exp1_cnn/n320/pack-?: ")
     assert shown[1].endswith(": seed5/entropy_1.5, seed5/entropy_2.0")
     assert shown[2].endswith(": seed5/entropy_2.5, seed5/entropy_3.0")
     assert not (tmp_path / "r").exists()

@@ -437,7 +437,9 @@ def dry_run_lines(cells: Sequence[Cell], root: str | os.PathLike, size: int,
                                "preset, N and schedule; the sweep groups by the fairseq-train "
                                "arguments once they are)")]
     for i, p in enumerate(packs):
-        lines.append(f"# pack {i + 1}/{len(packs)} ({len(p.cells)} cells) {p.label()}")
+        # before the data exist, the pack's directory (named by its exact key) is not known
+        label = p.label() if exact else p.label().replace(p.dir.name, "pack-?", 1)
+        lines.append(f"# pack {i + 1}/{len(packs)} ({len(p.cells)} cells) {label}")
         if exact:
             lines.append(" ".join(pack_command(p, root, device or default_device())))
     return lines
