@@ -15,12 +15,15 @@ run as one; fairseq's own per-update work (logging, metrics, scheduler) is left 
 and a separate run pays it K times where a pack pays it once.  ``MB/run``: the run's
 parameters, gradients and two Adam moments (fp32), and the growth of the process's resident
 memory over the packed steps divided by K (activations and workspace; allocator caching makes
-it rough).
+it rough; on a GPU, the growth of the peak allocated memory instead).
+
+``--device cuda`` runs both on the GPU (each timed loop ends with a synchronisation), as
+``benchmarks/gpu_check.sh`` does at K = 1, 16, 64.
 
 Not a test.  Usage::
 
     OMP_NUM_THREADS=1 python benchmarks/bench_packed.py [--presets exp1_cnn_authors,...]
-        [--ks 1,4,16] [--seconds 3] [--rounds 2] [--n 2000]
+        [--ks 1,4,16,35] [--seconds 3] [--rounds 2] [--n 2000] [--device cpu|cuda]
 """
 
 import argparse
@@ -73,7 +76,7 @@ def write_level(root: Path, n: int) -> Path:
     return root
 
 
-def setup(preset_name: str, data: Path):
+def setup(preset_name: str, data: Path, device: str = "cpu"):
     """The preset's task, criterion, model config, batch size, clip norm and AdamW options."""
     from fairseq import options, tasks
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
@@ -83,7 +86,8 @@ def setup(preset_name: str, data: Path):
     preset = load_presets()[preset_name]
     args = train_args(preset, data, max_update=1000)
     ns = options.parse_args_and_arch(options.get_training_parser(), [
-        str(data), "--user-dir", str(REPO / "fairseq_entropy"), *args, "--cpu"])
+        str(data), "--user-dir", str(REPO / "fairseq_entropy"), *args,
+        *(["--cpu"] if device == "cpu" else [])])
     cfg = convert_namespace_to_omegaconf(ns)
     task = tasks.setup_task(cfg.task)
     task.load_dataset("train")
@@ -92,48 +96,62 @@ def setup(preset_name: str, data: Path):
         {"fused": True} if getattr(ns, "adamw_fused", False) else {"foreach": True}
 
 
-def batches(task, batch: int, k: int, steps: int):
-    """``steps`` x ``k`` random batches (run j's drawn with seed j)."""
+def batches(task, batch: int, k: int, steps: int, device: str = "cpu"):
+    """``steps`` x ``k`` random batches (run j's drawn with seed j), on ``device``."""
+    from fairseq import utils
+
     ds = task.dataset("train")
     out = []
     for j in range(k):
         rng = np.random.RandomState(j)
         out.append([ds.collater([ds[i] for i in rng.choice(len(ds), batch, replace=False)])
                     for _ in range(steps)])
+        if device != "cpu":
+            out[-1] = [utils.move_to_cuda(s) for s in out[-1]]
     return [[out[j][s] for j in range(k)] for s in range(steps)]
 
 
-def rss_mb() -> float:
+def rss_mb(device: str = "cpu") -> float:
+    """Resident memory of this process (CPU), or the peak memory allocated on the GPU, MB."""
+    if device != "cpu":
+        return torch.cuda.max_memory_allocated() / 2**20
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
-def time_loop(step, samples, seconds: float) -> float:
-    """Steps per second of ``step`` over ``samples`` (cycled) for about ``seconds``."""
+def time_loop(step, samples, seconds: float, device: str = "cpu") -> float:
+    """Steps per second of ``step`` over ``samples`` (cycled) for about ``seconds`` (on a GPU,
+    the queued work is waited for before the clock is read)."""
+    sync = torch.cuda.synchronize if device != "cpu" else (lambda: None)
     step(samples[0])  # warm-up
+    sync()
     n, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
         step(samples[n % len(samples)])
         n += 1
+        if n % 8 == 0:
+            sync()
+    sync()
     return n / (time.perf_counter() - start)
 
 
-def bench(preset: str, data: Path, ks, seconds: float, rounds: int) -> None:
+def bench(preset: str, data: Path, ks, seconds: float, rounds: int,
+          device: str = "cpu") -> None:
     from fairseq_entropy.criterions.packed import PackedCriterion
     from fairseq_entropy.models.packed import PackedError, PackedModel
     from fairseq_entropy.tasks.packed import clip_runs
 
-    task, criterion, cfg, batch, clip, impl = setup(preset, data)
+    task, criterion, cfg, batch, clip, impl = setup(preset, data, device)
     for k in ks:
         def build():
             out = []
             for seed in range(1, k + 1):
                 torch.manual_seed(seed)
-                out.append(task.build_model(cfg.model).train())
+                out.append(task.build_model(cfg.model).train().to(device))
             return out
 
         models = build()
-        samples = batches(task, batch, k, 8)
+        samples = batches(task, batch, k, 8, device)
         opts = [torch.optim.AdamW(m.parameters(), lr=1e-4, **impl) for m in models]
 
         def separate(runs):
@@ -146,7 +164,7 @@ def bench(preset: str, data: Path, ks, seconds: float, rounds: int) -> None:
                 opt.step()
 
         try:
-            packed = PackedModel(build()).train()
+            packed = PackedModel(build()).train().to(device)
             pcrit = PackedCriterion(task, criterion)
             pcrit(packed, {"runs": samples[0]})
         except PackedError as e:
@@ -162,12 +180,12 @@ def bench(preset: str, data: Path, ks, seconds: float, rounds: int) -> None:
                 clip_runs(list(packed.parameters()), clip)
             popt.step()
 
-        before = rss_mb()
+        before = rss_mb(device)
         sep = pk = 0.0
         for _ in range(rounds):
-            sep = max(sep, k * time_loop(separate, samples, seconds))
-            pk = max(pk, k * time_loop(packed_step, samples, seconds))
-        grown = max(rss_mb() - before, 0.0) / k
+            sep = max(sep, k * time_loop(separate, samples, seconds, device))
+            pk = max(pk, k * time_loop(packed_step, samples, seconds, device))
+        grown = max(rss_mb(device) - before, 0.0) / k
         params = sum(p.numel() for p in models[0].parameters())
         state_mb = params * 4 * 4 / 2**20
         print(f"{preset:28s} K={k:<3d} separate {sep:8.1f}  packed {pk:8.1f} model-upd/s  "
@@ -178,10 +196,12 @@ def bench(preset: str, data: Path, ks, seconds: float, rounds: int) -> None:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--presets", default=DEFAULT_PRESETS, help="comma-separated presets")
-    p.add_argument("--ks", default="1,4,16", help="pack sizes K, comma-separated")
+    p.add_argument("--ks", default="1,4,16,35", help="pack sizes K, comma-separated")
     p.add_argument("--seconds", type=float, default=3.0, help="seconds per timed loop")
     p.add_argument("--rounds", type=int, default=2, help="alternating rounds; best kept")
     p.add_argument("--n", type=int, default=2000, help="training commands of the level")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                   help="where both train (cuda: the first GPU)")
     args = p.parse_args(argv)
     import logging
 
@@ -201,7 +221,7 @@ def main(argv=None) -> int:
         data = write_level(Path(tmp), args.n)
         for preset in args.presets.split(","):
             bench(preset, data, [int(k) for k in args.ks.split(",")], args.seconds,
-                  args.rounds)
+                  args.rounds, args.device)
     return 0
 
 

@@ -471,6 +471,9 @@ GOOD_GRID = dict(exp="exp1", preset="exp1_cnn_authors", levels="[0, 3]", seeds="
     (dict(schedule='{epochs = "x"}'), 6, "schedule"),
     (dict(schedule="{max_update = 0}"), 6, "schedule"),
     (dict(schedule="{max_update = 2.5}"), 6, "schedule"),
+    (dict(schedule='"paper"\npack = -1'), 7, "pack"),
+    (dict(schedule='"paper"\npack = 2.5'), 7, "pack"),
+    (dict(schedule='"paper"\npack = "16"'), 7, "pack"),
     (dict(preset="nope"), 2, "preset"),
     (dict(preset="exp2_cnn_authors"), 2, "preset"),  # a preset of the other experiment
     (dict(exp="exp2", n="", preset="exp2_cnn_authors", levels="[0]"), 3, "levels"),

@@ -34,7 +34,12 @@ def add_parser(sub) -> None:
     w.add_argument("--gpus", type=options.count,
                    help="number of GPUs (default: torch.cuda.device_count())")
     w.add_argument("--per-gpu", type=options.positive_int, default=8,
-                   help="runs packed on each GPU")
+                   help="worker slots (runs, or packs with --pack) on each GPU")
+    w.add_argument("--pack", type=options.count, metavar="K",
+                   help="train up to K compatible cells (same preset, N, schedule and "
+                   "fairseq-train arguments but data and seed) in one fairseq-train --task "
+                   "packed_systematicity, then decode and score each cell as usual; 0 or 1: no "
+                   "packing (default: the grid's pack, else 0)")
     w.add_argument("--recipe", help="train recipe, called as RECIPE PRESET DATABIN RUN_DIR "
                                     "with SEED, EPOCHS/MAX_UPDATE, DEVICE, PRESETS and "
                                     "USER_DIR in its environment (default: the installed "
@@ -82,9 +87,11 @@ def run(args) -> None:
     shape = (f"{len(set(c.preset for c in cells))} preset(s) x {len(grid.n)} N x "
              f"{len(set(c.level for c in cells))} levels x {len(set(c.seed for c in cells))} "
              "seeds")
+    size = grid.pack if args.pack is None else args.pack
+    packing = f", packs of up to {size} cells" if size > 1 else ""
     print(f"# grid {grid.path}: {len(cells)} cells ({shape}), schedule "
           f"{grid.schedule.label}, root {root}, executor {args.executor}, "
-          f"{len(slots)} worker slot(s)")
+          f"{len(slots)} worker slot(s){packing}")
     if args.dry_run:
         seen = set()
         for i, cell in enumerate(cells):
@@ -97,32 +104,46 @@ def run(args) -> None:
             print(f"# cell {i + 1}/{len(cells)} {cell.name}{state}")
             print(" ".join([f"{k}={v}" for k, v in env.items()]
                            + sweep.recipe_command(cell, root, args.recipe)))
+        if size > 1:
+            from ..experiments.packs import dry_run_lines
+
+            print("\n".join(dry_run_lines(cells, root, size, slots[0].get("DEVICE"))))
         return
     todo, known = executors.pending_cells(cells, root)
     status_path = root / "sweep-status.tsv"
     chosen = [cells[i] for i in todo]
+    units, unplanned = chosen, []
+    if size > 1 and chosen:
+        from ..experiments.packs import plan
+
+        units, unplanned = plan(chosen, root, size, workers=len(slots))
     if not chosen:
         print(executors.nothing_left(known))
+        ran = []
+    elif not units:  # every chosen cell's data failed
         ran = []
     elif args.executor == "local":
         def on_stop(sig, outcomes):  # the status file of a stopped sweep
             reason = f"the sweep was stopped (signal {sig}) before this cell finished: re-run " \
                      "to resume"
-            sweep.write_status([known.get(i) or outcomes[todo.index(i)] or
+            got = {c.name: r for c, r in zip(executors.flat_cells(units), outcomes)}
+            got.update({r.cell: r for r in unplanned})
+            sweep.write_status([known.get(i) or got.get(c.name) or
                                 sweep.CellResult(c.name, "cancelled", reason)
                                 for i, c in enumerate(cells)], status_path)
 
-        ran = executors.run_local(chosen, root, slots,
-                                  lambda c, s: sweep.run_cell(c, root, s, args.recipe),
+        ran = executors.run_local(units, root, slots,
+                                  lambda u, s: executors.run_unit(u, root, s, args.recipe),
                                   on_stop=on_stop)
     else:
         cluster = {"slurm": "slurm", "submitit-local": "local",
                    "submitit-debug": "debug"}[args.executor]
         if known:
             print(f"{len(known)} of {len(cells)} cell(s) scored or locked: not submitted")
-        ran = executors.run_submitit(chosen, root, grid.resources, cluster, args.recipe,
+        ran = executors.run_submitit(units, root, grid.resources, cluster, args.recipe,
                                      status=status_path)
-    results = [known[i] if i in known else ran[todo.index(i)] for i in range(len(cells))]
+    got = {r.cell: r for r in [*ran, *unplanned]}
+    results = [known[i] if i in known else got[c.name] for i, c in enumerate(cells)]
     status = sweep.write_status(results, status_path)
     print(sweep.format_summary(results), end="")
     print(f"status: {status}\nnext: fairseq-entropy aggregate {root / 'runs'} --out "

@@ -5,8 +5,9 @@ core, or K runs per GPU assigned round-robin through ``CUDA_VISIBLE_DEVICES``, s
 :func:`~.devices.device_slots`); SIGINT/SIGTERM stops every running cell's process group.
 :func:`run_submitit` submits a submitit job array (one task per cell, resources from the
 grid file; submitit's ``local`` and ``debug`` clusters run the same code without Slurm).
-Both print a :class:`~.sweep.Progress` line at least every
-:data:`~.sweep.PROGRESS_INTERVAL_S` seconds.
+Either takes packs (:class:`~.packs.Pack`, ``sweep --pack K``) among its cells: a pack takes
+one worker slot or one task, and yields the outcome of each of its cells.  Both print a
+:class:`~.sweep.Progress` line at least every :data:`~.sweep.PROGRESS_INTERVAL_S` seconds.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from . import slurm
 from .grids import Cell
 from .locks import lock_holder
+from .packs import Pack, Unit, cells_of, progress_line, run_pack
 from .processes import CHILDREN, on_stop_signals, stop_on_signals
 from .sweep import (PROGRESS_INTERVAL_S, CellResult, Progress, last_line, run_cell, scored,
                     write_status)
@@ -49,32 +51,65 @@ def _stop_children_on_signal(pool: ThreadPoolExecutor, on_stop: Optional[Callabl
     return stop_on_signals(CHILDREN, then=then)
 
 
-def run_local(cells: Sequence[Cell], root: str | os.PathLike, slots: Sequence[dict],
-              runner: Callable[[Cell, dict], CellResult] = None,
+def flat_cells(units: Sequence[Unit]) -> List[Cell]:
+    """The cells of ``units`` (cells and packs), in order."""
+    return [c for u in units for c in cells_of(u)]
+
+
+def train_log(unit: Unit, cell: Cell, root: str | os.PathLike) -> Path:
+    """Where a cell's training progress lines go: its pack's log, or its own ``train.log``."""
+    return unit.train_log if isinstance(unit, Pack) else cell.run_dir(root) / "train.log"
+
+
+def run_unit(unit: Unit, root: str | os.PathLike, slot: Optional[dict] = None,
+             recipe: Optional[str | os.PathLike] = None) -> List[CellResult]:
+    """The outcomes of one unit: :func:`~.packs.run_pack` of a pack, :func:`run_cell` of a
+    cell."""
+    if isinstance(unit, Pack):
+        return run_pack(unit, root, slot, recipe)
+    return [run_cell(unit, root, slot, recipe)]
+
+
+def run_local(units: Sequence[Unit], root: str | os.PathLike, slots: Sequence[dict],
+              runner: Callable[[Unit, dict], CellResult | List[CellResult]] = None,
               progress: Optional[Progress] = None,
               on_stop: Optional[Callable[[int, List[Optional[CellResult]]], None]] = None
               ) -> List[CellResult]:
-    """Run cells on this machine, one per slot at a time (:func:`device_slots`).
+    """Run cells and packs on this machine, one per slot at a time (:func:`device_slots`).
 
     Args:
-        runner: ``runner(cell, slot) -> CellResult`` (default :func:`run_cell` under ``root``).
+        units: cells, and packs (:class:`~.packs.Pack`) of cells trained together.
+        runner: ``runner(unit, slot)`` returning a :class:`CellResult` or, for a pack, a list
+            of one per cell (default :func:`run_unit` under ``root``).
         on_stop: called as ``on_stop(signal, outcomes)`` when SIGINT/SIGTERM stopped the
-            sweep, after every running cell's processes exited; ``outcomes[i]`` is cell
-            ``i``'s outcome, None for a cell that did not finish.
+            sweep, after every running cell's processes exited; ``outcomes[i]`` is the
+            outcome of cell ``i`` of :func:`flat_cells`, None for a cell that did not finish.
+
+    Returns:
+        one outcome per cell of :func:`flat_cells` (``units``' cells in order).
     """
-    runner = runner or (lambda cell, slot: run_cell(cell, root, slot))
-    progress = progress or Progress(len(cells), len(slots))
+    runner = runner or (lambda unit, slot: run_unit(unit, root, slot))
+    cells = flat_cells(units)
+    index, first = {}, 0
+    for u in units:
+        index[id(u)] = list(range(first, first + len(cells_of(u))))
+        first += len(cells_of(u))
+    biggest = max((len(cells_of(u)) for u in units), default=1)
+    progress = progress or Progress(len(cells), len(slots) * biggest)
     free: List[dict] = list(slots)
     guard = threading.Lock()
 
-    def task(cell):
+    def task(unit):
         with guard:
             slot = free.pop(0)
-        progress.begin(cell.name, cell.run_dir(root) / "train.log")
+        for cell in cells_of(unit):
+            progress.begin(cell.name, train_log(unit, cell, root))
         try:
-            return runner(cell, slot)
+            got = runner(unit, slot)
+            return got if isinstance(got, list) else [got]
         except Exception as e:  # a bug in one cell must not stop the others
-            return CellResult(cell.name, "failed", f"{type(e).__name__}: {e}")
+            return [CellResult(c.name, "failed", f"{type(e).__name__}: {e}")
+                    for c in cells_of(unit)]
         finally:
             with guard:
                 free.append(slot)
@@ -85,22 +120,25 @@ def run_local(cells: Sequence[Cell], root: str | os.PathLike, slots: Sequence[di
     stopped = None if on_stop is None else \
         (lambda sig: on_stop(sig, [results.get(i) for i in range(len(cells))]))
     with _stop_children_on_signal(pool, stopped), pool:
-        futures = {pool.submit(task, c): i for i, c in enumerate(cells)}
+        futures = {pool.submit(task, u): u for u in units}
         pending = set(futures)
         last = time.monotonic()
         while pending:
             finished, pending = wait(pending, timeout=5, return_when=FIRST_COMPLETED)
             for f in finished:
-                results[futures[f]] = f.result()
-                progress.add(results[futures[f]])
+                for i, r in zip(index[id(futures[f])], f.result()):
+                    results[i] = r
+                    progress.add(r)
             if time.monotonic() - last >= PROGRESS_INTERVAL_S and pending:
                 print(progress.line(), file=progress.out, flush=True)
                 last = time.monotonic()
     return [results[i] for i in range(len(cells))]
 
 
-def _submitit_cell(cell: Cell, root: str, recipe: Optional[str]) -> CellResult:
-    """Body of one submitit task (module level, so that it pickles).
+def _submitit_cell(cell: Unit, root: str, recipe: Optional[str]
+                   ) -> CellResult | List[CellResult]:
+    """Body of one submitit task (module level, so that it pickles): a cell, or a pack (whose
+    outcome is a list, one per cell).
 
     Inside Slurm, the recipe's processes get as many threads as the task has CPUs
     (``SLURM_CPUS_PER_TASK``, see :func:`~.slurm.task_threads`).  SIGTERM (Slurm's
@@ -122,10 +160,12 @@ def _submitit_cell(cell: Cell, root: str, recipe: Optional[str]) -> CellResult:
         CHILDREN.terminate()
 
     with on_stop_signals(stop):
-        result = run_cell(cell, root, env or None, recipe)
-    if cancelled and result.status != "done":
-        return CellResult(cell.name, "cancelled", slurm.CANCELLED_MESSAGE, result.wall_s)
-    return result
+        results = run_unit(cell, root, env or None, recipe)
+    if cancelled:
+        results = [r if r.status == "done" else
+                   CellResult(r.cell, "cancelled", slurm.CANCELLED_MESSAGE, r.wall_s)
+                   for r in results]
+    return results if isinstance(cell, Pack) else results[0]
 
 
 def pending_cells(cells: Sequence[Cell], root: str | os.PathLike
@@ -164,7 +204,7 @@ VANISHED_S = 60.0
 class _ArrayWatch:
     """The outcome of each task of a submitted array, polled (see :func:`run_submitit`)."""
 
-    def __init__(self, jobs, cells: Sequence[Cell], cluster: str, clock=time.monotonic,
+    def __init__(self, jobs, cells: Sequence[Unit], cluster: str, clock=time.monotonic,
                  out=None):
         self.jobs, self.cells, self.cluster, self.clock = jobs, cells, cluster, clock
         self.missing_since: Dict[int, float] = {}
@@ -189,9 +229,18 @@ class _ArrayWatch:
                         states[i] = queue.get(str(self.jobs[i].job_id), "")
         return states
 
-    def outcome(self, i: int, state: str) -> Optional[CellResult]:
-        """Task ``i``'s outcome, or None while it is pending or running."""
-        job, name = self.jobs[i], self.cells[i].name
+    def outcome(self, i: int, state: str) -> CellResult | List[CellResult] | None:
+        """Task ``i``'s outcome (a pack's: one per cell), or None while it is pending or
+        running."""
+        names = [c.name for c in cells_of(self.cells[i])]
+        got = self._outcome(i, state, names[0])
+        if got is None or isinstance(got, list) or not isinstance(self.cells[i], Pack):
+            return got
+        # the task's own outcome of a pack is a list: a single one says how the task ended
+        return [CellResult(n, got.status, got.reason, got.wall_s, got.accuracy) for n in names]
+
+    def _outcome(self, i: int, state: str, name: str):
+        job = self.jobs[i]
         cancelled = CellResult(name, "cancelled", slurm.CANCELLED_MESSAGE)
         if job.paths.result_pickle.exists() or (
                 self.cluster != "slurm" and job.done()) or (
@@ -201,6 +250,10 @@ class _ArrayWatch:
                 result = job.result()
             except Exception as e:  # the task crashed outside the cell, or Slurm ended it
                 result = CellResult(name, "failed", f"submitit: {last_line(str(e))}")
+            if isinstance(result, list):
+                return [CellResult(r.cell, "cancelled", slurm.CANCELLED_MESSAGE, r.wall_s)
+                        if r.status == "failed" and state in slurm.CANCELLED_STATES else r
+                        for r in result]
             if result.status == "failed" and state in slurm.CANCELLED_STATES:
                 return CellResult(name, "cancelled", slurm.CANCELLED_MESSAGE, result.wall_s)
             return result
@@ -216,11 +269,12 @@ class _ArrayWatch:
         return None
 
 
-def run_submitit(cells: Sequence[Cell], root: str | os.PathLike, resources: dict,
+def run_submitit(cells: Sequence[Unit], root: str | os.PathLike, resources: dict,
                  cluster: Optional[str] = None, recipe: Optional[str | os.PathLike] = None,
                  progress: Optional[Progress] = None,
                  status: Optional[str | os.PathLike] = None) -> List[CellResult]:
-    """Run cells as one submitit job array (Slurm), one task per cell, and wait for them.
+    """Run cells as one submitit job array (Slurm), one task per cell or per pack
+    (:class:`~.packs.Pack`), and wait for them.
 
     Cells already scored or locked (:func:`pending_cells`) are not submitted; when none is
     left, nothing is submitted and one line says so.  The submit line names the array's id
@@ -238,21 +292,30 @@ def run_submitit(cells: Sequence[Cell], root: str | os.PathLike, resources: dict
         status: the ``sweep-status.tsv`` written when a signal stops the sweep (None: none).
 
     Returns:
-        the cells' outcomes, in order: a task that crashed is ``failed`` with submitit's
-        error; one that Slurm ended (scancel, time limit, preemption, or gone from the queue
-        for :data:`VANISHED_S` seconds with no result) is ``cancelled``.
+        the cells' outcomes, in the order of :func:`flat_cells`: a task that crashed is
+        ``failed`` with submitit's error; one that Slurm ended (scancel, time limit,
+        preemption, or gone from the queue for :data:`VANISHED_S` seconds with no result) is
+        ``cancelled``.
     """
     import submitit
 
+    units, cells = list(cells), flat_cells(cells)
     todo, known = pending_cells(cells, root)
     results: List[Optional[CellResult]] = [known.get(i) for i in range(len(cells))]
+    tasks, first = [], 0  # per unit with a cell to run: its cells' indices in ``cells``
+    chosen = []
+    for unit in units:
+        span = list(range(first, first + len(cells_of(unit))))
+        first += len(span)
+        if any(i in todo for i in span):
+            tasks.append(span)
+            chosen.append(unit)
     if not todo:
         print(nothing_left(known), flush=True)
         return results  # type: ignore[return-value]
     folder = Path(root) / "submitit" / "%j"
     executor = submitit.AutoExecutor(folder=folder, cluster=cluster)
     executor.update_parameters(**{"name": "fairseq-entropy-sweep", **resources})
-    chosen = [cells[i] for i in todo]
     sacct = slurm.SacctWarnings()
     logger = logging.getLogger("submitit")
     logger.addFilter(sacct)
@@ -264,11 +327,13 @@ def run_submitit(cells: Sequence[Cell], root: str | os.PathLike, resources: dict
         skipped = f", {len(known)} cell(s) scored or locked not submitted" if known else ""
         print(f"submitted {len(jobs)} task(s) with {kind}: job array {array}{skipped}; logs "
               f"in {folder.parent}", flush=True)
-        progress = progress or Progress(len(chosen), len(chosen))
-        for cell in chosen:
-            progress.begin(cell.name, cell.run_dir(root) / "train.log")
-        with _cancel_array_on_signal(jobs, array, kind, cells, todo, results, status):
-            _wait_array(_ArrayWatch(jobs, chosen, kind), todo, results, progress)
+        size = sum(map(len, tasks))
+        progress = progress or Progress(size, size)
+        for unit in chosen:
+            for cell in cells_of(unit):
+                progress.begin(cell.name, train_log(unit, cell, root))
+        with _cancel_array_on_signal(jobs, array, kind, cells, tasks, results, status):
+            _wait_array(_ArrayWatch(jobs, chosen, kind), tasks, results, progress)
     finally:
         logger.removeFilter(sacct)
     if sacct.count:
@@ -277,30 +342,37 @@ def run_submitit(cells: Sequence[Cell], root: str | os.PathLike, resources: dict
     return results  # type: ignore[return-value]
 
 
-def _wait_array(watch: _ArrayWatch, todo: Sequence[int], results: list,
+def _wait_array(watch: _ArrayWatch, todo: Sequence[Sequence[int]], results: list,
                 progress: Progress) -> None:
-    """Poll every :data:`POLL_S` seconds until each task of ``todo`` has an outcome, filling
-    ``results`` (indexed like the sweep's cells) and printing progress."""
+    """Poll every :data:`POLL_S` seconds until each task has an outcome (``todo[j]``: the
+    indices in ``results`` of task j's cells), filling ``results`` (indexed like the sweep's
+    cells) and printing progress."""
     pending = list(range(len(todo)))
     last = time.monotonic()
     while pending:
         states = watch.states(pending)
         for j in list(pending):
-            r = watch.outcome(j, states.get(j, "UNKNOWN"))
-            if r is not None:
-                results[todo[j]] = r
+            got = watch.outcome(j, states.get(j, "UNKNOWN"))
+            if got is not None:
                 pending.remove(j)
-                progress.add(r)
+                for i, r in zip(todo[j], got if isinstance(got, list) else [got]):
+                    results[i] = r
+                    progress.add(r)
         if pending:
             if time.monotonic() - last >= PROGRESS_INTERVAL_S:
                 print(progress.line(), flush=True)
+                for j in pending:  # a pack's task logs its progress to its own log
+                    line = progress_line(watch.cells[j]) \
+                        if isinstance(watch.cells[j], Pack) else None
+                    if line:
+                        print(line, flush=True)
                 last = time.monotonic()
             time.sleep(POLL_S)
 
 
 @contextmanager
 def _cancel_array_on_signal(jobs, array: str, kind: str, cells: Sequence[Cell],
-                            todo: Sequence[int], results: list,
+                            todo: Sequence[Sequence[int]], results: list,
                             status: Optional[str | os.PathLike]):
     """On SIGINT or SIGTERM (main thread only): cancel the array's tasks, write ``status``
     with the unfinished cells as ``cancelled``, print one line and exit with 128 + the
@@ -323,7 +395,7 @@ def _cancel_array_on_signal(jobs, array: str, kind: str, cells: Sequence[Cell],
                         proc.wait(timeout=10)
                     except subprocess.TimeoutExpired:
                         proc.kill()
-        done = sum(results[i] is not None for i in todo)
+        done = sum(all(results[i] is not None for i in task) for task in todo)
         how = f"cancelled job array {array}" if ok else \
             f"could not cancel job array {array}: run scancel {array}"
         reason = f"the sweep was stopped (signal {sig}) and its job array {array} cancelled: " \

@@ -15,6 +15,8 @@ A grid file (TOML, read with :mod:`tomllib`, or the same keys as JSON) names::
                                              # ones (a path relative to the grid file)
     user_dir = "my_plugin"                   # optional: your --user-dir package (relative to
                                              # the grid file), for training and decoding
+    pack = 16                                # optional: train up to 16 compatible cells in
+                                             # one fairseq-train (0 or 1: no packing)
 
     [resources]                              # submitit / Slurm, per cell
     timeout_min = 60
@@ -57,7 +59,7 @@ from .presets import MAX_EPOCHS, MAX_UPDATE_LIMIT, PresetError, load_presets
 AUTHORS_SEEDS = (830, 231, 42, 9876, 2)
 #: keys a grid file may have
 GRID_KEYS = {"experiment", "title", "presets", "levels", "seeds", "n", "schedule",
-             "build_args", "resources", "notes", "presets_file", "user_dir"}
+             "build_args", "resources", "notes", "presets_file", "user_dir", "pack"}
 #: build options a grid's ``build_args`` may pass (the sweep sets --out, --levels, --n and
 #: --seed itself); each takes one value
 BUILD_OPTIONS = ("--component", "--restricted", "--restricted-verb", "--verbs",
@@ -198,6 +200,7 @@ class Grid:
     build_args: Tuple[str, ...] = ()
     presets_file: Optional[str] = None
     user_dir: Optional[str] = None
+    pack: int = 0
 
     @property
     def name(self) -> str:
@@ -294,8 +297,9 @@ def check_values(raw: dict, text: str, path: Path) -> None:
     values of the controlled class] bits, 3 for the paper's 8 verbs; Experiment 2: support
     sizes k, integers in 1..number of verbs); ``seeds`` (integers in 0..2**32-1); ``n``
     (positive integers); ``presets`` (names); ``schedule`` (``"paper"``, ``epochs``
-    in (0, MAX_EPOCHS] or an integer ``max_update`` in 1..MAX_UPDATE_LIMIT); ``title`` and
-    ``notes`` (text).  Lists must be non-empty and hold each value once.
+    in (0, MAX_EPOCHS] or an integer ``max_update`` in 1..MAX_UPDATE_LIMIT); ``pack`` (an
+    integer >= 0); ``title`` and ``notes`` (text).  Lists must be non-empty and hold each
+    value once.
 
     Raises:
         GridError: ``path:line: key ...`` naming the value, the valid range and the fix.
@@ -358,6 +362,10 @@ def check_values(raw: dict, text: str, path: Path) -> None:
                                    f"{{epochs = E}} with 0 < E <= {MAX_EPOCHS} or "
                                    f"{{max_update = U}} with an integer 0 < U <= "
                                    f"{MAX_UPDATE_LIMIT}")
+    pack = raw.get("pack", 0)
+    if not _is_number(pack) or isinstance(pack, float) or pack < 0:
+        raise fail("pack", f"= {pack!r}. Fix: an integer >= 0: the most cells one fairseq-train "
+                           "trains together (0 or 1: every cell on its own)")
     for key in ("title", "notes"):
         if key in raw and not isinstance(raw[key], str):
             raise fail(key, f"must be text, got {raw[key]!r}. Fix: quote it")
@@ -477,7 +485,8 @@ def load_grid(path: str | Path, presets_path: Optional[str | Path] = None,
                 resources=dict(resources), models=models, formats=formats,
                 build_args=tuple(build_args),
                 presets_file=str(Path(presets_path).resolve()) if presets_path else None,
-                user_dir=str(Path(user_dir).resolve()) if user_dir else None)
+                user_dir=str(Path(user_dir).resolve()) if user_dir else None,
+                pack=int(raw.get("pack", 0)))
 
 
 def _grid_path(grid: Path, raw: dict, key: str, fail) -> Optional[Path]:

@@ -273,6 +273,35 @@ def _progress(run: Path, line: str, out) -> None:
         log.write(line + "\n")
 
 
+def train_command(data: str | os.PathLike, out_dir: Path, args: Sequence[str], plugin: str,
+                  device: str, valid_batch: int = 512, select: str = "valid",
+                  subword: bool = False) -> list:
+    """The fairseq-train command of a run (or of a pack: ``data`` is then the pack directory
+    and ``args`` end with ``--task packed_systematicity``), without ``--seed``.
+
+    Args:
+        data: fairseq-train's data argument.
+        out_dir: where ``checkpoints/`` and ``tensorboard/`` go.
+        args: the preset's arguments (:func:`~.presets.train_args`); their hash is recorded
+            as ``--train-args-sha256`` (of the arguments up to a trailing ``--task`` pair).
+        plugin: the ``--user-dir``.
+        device: ``cpu`` (adds ``--cpu``) or ``gpu``.
+        valid_batch, select: as :func:`run_level`.
+        subword: the level's actions are sentencepiece pieces (longer decodes).
+    """
+    args = list(args)
+    own = args[:-2] if args[-2:-1] == ["--task"] else args
+    # fairseq's default multiple of 8 silently drops the last sentences of a split whose size
+    # is not a multiple of 8 (e.g. 6 of 174 validation commands at 0 bits)
+    return [_tool("fairseq-train"), str(data), "--user-dir", plugin, *args,
+            *(["--cpu"] if device == "cpu" else []), "--save-dir", str(out_dir / "checkpoints"),
+            "--tensorboard-logdir", str(out_dir / "tensorboard"), "--no-epoch-checkpoints",
+            "--num-workers", "0", "--log-format", "simple", "--log-interval", "100",
+            "--required-batch-size-multiple", "1", "--batch-size-valid", str(valid_batch),
+            "--eval-seq-acc", "--eval-seq-acc-max-len-b", "400" if subword else "60",
+            *SELECTIONS[select][1], "--train-args-sha256", train_args_sha256(own)]
+
+
 def run_level(preset: str, databin: str | os.PathLike, run_dir: str | os.PathLike,
               seed: int = 1, epochs: Optional[float] = None, max_update: Optional[int] = None,
               device: Optional[str] = None, gen_batch: int = 512, valid_batch: int = 512,
@@ -389,7 +418,7 @@ def _run_locked(children, fds, presets, preset, databin, run, run_name, seed, ep
     device_args = ["--cpu"] if device == "cpu" else []
     args = train_args(spec, databin, epochs, max_update)
     model = spec.get("model", preset)
-    best_label, selection = SELECTIONS[select]
+    best_label = SELECTIONS[select][0]
     subword = subword_data(databin)
     longest = decode_max_len(databin)  # COGS: its logical forms, up to hundreds of tokens
     max_len = str(longest) if longest else "400" if subword else "60"
@@ -400,15 +429,8 @@ def _run_locked(children, fds, presets, preset, databin, run, run_name, seed, ep
         check_trained(run, expected)
         print(f"skip training {run_name} (finished before); decoding", file=out, flush=True)
     else:
-        cmd = [_tool("fairseq-train"), databin, "--user-dir", plugin, *args, *device_args,
-               "--seed", str(seed), "--save-dir", str(run / "checkpoints"),
-               "--tensorboard-logdir", str(run / "tensorboard"), "--no-epoch-checkpoints",
-               "--num-workers", "0", "--log-format", "simple", "--log-interval", "100",
-               # fairseq's default multiple of 8 silently drops the last sentences of a split
-               # whose size is not a multiple of 8 (e.g. 6 of 174 validation commands at 0 bits)
-               "--required-batch-size-multiple", "1", "--batch-size-valid", str(valid_batch),
-               "--eval-seq-acc", "--eval-seq-acc-max-len-b", max_len, *selection,
-               "--train-args-sha256", train_args_sha256(args), *extra_args]
+        cmd = [*train_command(databin, run, args, plugin, device, valid_batch, select,
+                              subword), "--seed", str(seed), *extra_args]
         _train(children, cmd, run, fds, out)
         trained.touch()
 

@@ -240,7 +240,9 @@ class PackedSystematicityTask(SystematicityTask):
             if value is None:
                 continue
             best = self.best[k]
-            if best is None or (value > best["value"] if maximize else value < best["value"]):
+            # a tie goes to the newer weights, as fairseq's checkpoint_best.pt does
+            if best is None or (value >= best["value"] if maximize else
+                                value <= best["value"]):
                 self.best[k] = {"value": float(value),
                                 "model": {n: t.detach().clone() for n, t in
                                           model.models[k].state_dict().items()},

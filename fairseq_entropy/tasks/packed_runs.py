@@ -15,6 +15,7 @@ those of the run alone (its data, seed, clip norm and save directory).
 import copy
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Dict, List, Optional
 
@@ -134,7 +135,12 @@ def unpack(checkpoint: str) -> List[Path]:
         out_dir.mkdir(parents=True, exist_ok=True)
         files = {"checkpoint_last.pt": run_checkpoint(state, k, record["model"], record)}
         best = record.get("best")
-        if best is not None:
+        history = state.get("optimizer_history") or [{}]
+        if best is not None and best["updates"] == history[-1].get("num_updates"):
+            # the best is the last state: a copy of checkpoint_last.pt, as fairseq's own
+            # checkpoint_best.pt is (so that the run decodes it once)
+            files["checkpoint_best.pt"] = "checkpoint_last.pt"
+        elif best is not None:
             files["checkpoint_best.pt"] = run_checkpoint(
                 state, k, best["model"], {**record, "task_state": best["task_state"]},
                 extra={"train_iterator": best["train_iterator"], "best": best["value"],
@@ -143,7 +149,13 @@ def unpack(checkpoint: str) -> List[Path]:
             if history:
                 history[-1]["num_updates"] = best["updates"]
         for name, ckpt in files.items():
-            written.append(_save(ckpt, out_dir / name))
+            if isinstance(ckpt, str):  # a copy of a file written before
+                tmp = out_dir / f".{name}.tmp{os.getpid()}"
+                shutil.copyfile(out_dir / ckpt, tmp)
+                os.replace(tmp, out_dir / name)
+                written.append(out_dir / name)
+            else:
+                written.append(_save(ckpt, out_dir / name))
     return written
 
 

@@ -71,9 +71,9 @@ def tiny_root(tmp: Path) -> Path:
     return tmp
 
 
-def sweep(root: Path, grid: str, **kw):
+def sweep(root: Path, grid: str, extra=(), **kw):
     cmd = [sys.executable, "-m", "fairseq_entropy.cli", "sweep", str(root / grid), "--root",
-           str(root), "--executor", "slurm"]
+           str(root), "--executor", "slurm", *extra]
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=env, cwd=root, **kw)
@@ -173,3 +173,18 @@ def test_slurm_sweep_scores_skips_cancels_and_resumes(cluster, tmp_path):
     assert "done 2, failed 0, skipped 0, locked 0, cancelled 0" in out
     for c in cells:
         assert json.loads((c.run_dir(root) / "last/score.json").read_text())["n"] == 48
+
+    # 6. packed (--pack 2): one task trains both cells in one fairseq-train, then decodes and
+    # scores each; the same files and status rows as the unpacked cells
+    layout = {c.name: sorted(p.name for p in c.run_dir(root).iterdir()) for c in cells}
+    for c in cells:
+        shutil.rmtree(c.run_dir(root))
+    p = sweep(root, "one.toml", extra=["--pack", "2"])
+    out, _ = p.communicate(timeout=300)
+    assert p.returncode == 0, out
+    assert "submitted 1 task(s)" in out and "# 1 pack(s) of 2 cell(s)" in out
+    assert "done 2, failed 0, skipped 0, locked 0, cancelled 0" in out
+    assert [status(root)[c.name][1] for c in cells] == ["done", "done"]
+    for c in cells:
+        assert json.loads((c.run_dir(root) / "last/score.json").read_text())["n"] == 48
+        assert sorted(p.name for p in c.run_dir(root).iterdir()) == layout[c.name]
