@@ -26,6 +26,10 @@ repo=$(cd "$here/.." && pwd)
 out=$(mkdir -p "${1:-gpu_check_out}" && cd "${1:-gpu_check_out}" && pwd)
 py=${PYTHON:-python}
 export PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}"
+"$py" -c 'import torch' 2>/dev/null || {
+  echo "gpu_check.sh: error: $py cannot import torch. Fix: activate the project's venv" \
+       "(. .venv/bin/activate) or set PYTHON=/path/to/its/python" >&2
+  exit 2; }
 
 if [ "${SMOKE:-0}" = 1 ]; then
   device=cpu cuda=cpu

@@ -247,7 +247,8 @@ def test_gpu_check_compares_all_parameters_and_refuses_a_machine_without_a_gpu(t
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU: gpu_check.sh would run")
     res = subprocess.run(["bash", str(REPO / "benchmarks" / "gpu_check.sh"), str(tmp_path)],
-                         capture_output=True, text=True, timeout=120)
+                         capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, PYTHON=sys.executable))
     assert res.returncode == 2 and res.stdout == ""
     assert res.stderr.startswith("gpu_check.sh: error: torch sees no GPU") and \
         "Fix: " in res.stderr and res.stderr.count("\n") == 1
