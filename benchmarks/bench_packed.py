@@ -12,7 +12,9 @@ batches of the preset's batch size (Experiment 1-like data of the paper grammar,
 The two are timed alternately in the same process (``--rounds`` rounds of ``--seconds`` each,
 best round kept), so both see the same machine load.  ``model-upd/s`` counts one update of one
 run as one; fairseq's own per-update work (logging, metrics, scheduler) is left out of both,
-and a separate run pays it K times where a pack pays it once.  ``MB/run``: the run's
+and a separate run pays it K times where a pack pays it once.  ``target positions``: the
+target positions a packed step computes over those of its runs alone (:func:`padding`).
+``MB/run``: the run's
 parameters, gradients and two Adam moments (fp32), and the growth of the process's resident
 memory over the packed steps divided by K (activations and workspace; allocator caching makes
 it rough; on a GPU, the growth of the peak allocated memory instead).
@@ -111,6 +113,18 @@ def batches(task, batch: int, k: int, steps: int, device: str = "cpu"):
     return [[out[j][s] for j in range(k)] for s in range(steps)]
 
 
+def padding(steps) -> float:
+    """Target positions a packed step computes over those of the K runs alone: the pack pads
+    every run's batch to the longest target of the K batches (``(K x max_k T_k) / sum_k T_k``
+    summed over the steps); an arithmetic-bound model pays it in full."""
+    packed = alone = 0
+    for runs in steps:
+        lengths = [int(r["target"].size(1)) for r in runs]
+        packed += len(lengths) * max(lengths)
+        alone += sum(lengths)
+    return packed / alone
+
+
 def rss_mb(device: str = "cpu") -> float:
     """Resident memory of this process (CPU), or the peak memory allocated on the GPU, MB."""
     if device != "cpu":
@@ -190,7 +204,7 @@ def bench(preset: str, data: Path, ks, seconds: float, rounds: int,
         state_mb = params * 4 * 4 / 2**20
         print(f"{preset:28s} K={k:<3d} separate {sep:8.1f}  packed {pk:8.1f} model-upd/s  "
               f"ratio {pk / sep:5.2f}x  MB/run {state_mb:.1f} + {grown:.1f}  "
-              f"({params} params)", flush=True)
+              f"({params} params)  target positions x{padding(samples):.2f}", flush=True)
 
 
 def main(argv=None) -> int:

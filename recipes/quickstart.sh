@@ -1,18 +1,15 @@
 #!/usr/bin/env bash
 # Quickstart (what `make demo` runs): Experiment 1 at all 7 entropy levels, one seed, at the
-# paper's own schedule.
+# paper's own schedule, as a sweep (`fairseq-entropy sweep`) of a grid it writes to
+# OUT/quickstart.json: the same cells, run directories, status file and resume as any sweep.
 #
-# On a GPU: the paper's Transformer (exp1_transformer_sinusoidal, 24 epochs).
-# On a CPU: the paper's CNN (exp1_cnn_authors: the authors' CNN, their optimiser, 24 epochs,
-# uniformly random batches), one level per core with one thread each, validating every 6
-# epochs (the demo reports the last checkpoint); the Transformer at the paper's schedule takes
-# about 4x as long per level on a CPU.
-# Re-running skips levels already finished.  Environment: OUT (default demo), SEED, LEVELS,
-# N (training commands per level, default 6000, the paper's), PRESET, EPOCHS / MAX_UPDATE
-# (override the preset's schedule; MAX_UPDATE=200 makes a minutes-long smoke run), JOBS (levels
-# trained at once; default on a CPU: one per core), BUILD_ARGS (extra `fairseq-entropy build
-# exp1` arguments, e.g. "--component direction"), BINARIZE_ARGS (extra `fairseq-entropy
-# binarize` arguments, e.g. "--spm-vocab 23 --spm-side source").
+# The levels train as packed runs (K runs in one fairseq-train, --task packed_systematicity),
+# then each level is decoded and scored on its own.  On a GPU: the paper's Transformer
+# (exp1_transformer_sinusoidal, 24 epochs), the levels as one pack.  On a CPU: the paper's CNN
+# (exp1_cnn_authors: the authors' CNN, their optimiser, 24 epochs, uniformly random batches),
+# one pack per core with one thread each, the levels spread evenly.  PACK=0 trains each level
+# in a fairseq-train of its own (on this 2-core CPU 7% faster: see the README's timing table).
+# Re-running skips levels already finished.  Environment: see --help.
 # SIGTERM, SIGINT (Ctrl-C) or SIGHUP stops the running step with every process it started
 # (`make demo` passes its SIGTERM on), waits until they have exited and exits 128 + the signal.
 set -euo pipefail
@@ -29,9 +26,10 @@ Settings, all optional, come from environment variables:
                  exp1_cnn_authors on a CPU)
   EPOCHS         training epochs, overriding the preset's schedule
   MAX_UPDATE     training updates, overriding the preset's schedule (200: a smoke run)
-  JOBS           levels trained at once (default: one per core on a CPU, 1 on a GPU)
-  SCORE_BEST     1: validate every epoch and also decode the best checkpoint on validation
-                 (default 0: the last checkpoint only, validating every 6 epochs)
+  JOBS           worker slots (default: one per core on a CPU, 1 on a GPU)
+  PACK           1 (default): train the levels as packs, one per worker slot (JOBS), each
+                 one fairseq-train; 0: each level in a fairseq-train of its own
+  SCORE_BEST     1: also decode the best checkpoint on validation (default 0: the last only)
   DECODE_SAMPLE  decode only about this many test sentences (a smoke test; default: all)
   BUILD_ARGS     extra 'fairseq-entropy build exp1' arguments, e.g. "--component direction"
   BINARIZE_ARGS  extra 'fairseq-entropy binarize' arguments, e.g. "--spm-vocab 23"
@@ -42,7 +40,7 @@ EOF_HELP
 fi
 if [ $# -gt 0 ]; then
   echo "usage: [OUT=demo] [SEED=1] [LEVELS=0,0.5,1,1.5,2,2.5,3] [N=6000] [PRESET=...] [EPOCHS=E]" \
-       "[MAX_UPDATE=U] [JOBS=J] [BUILD_ARGS=...] [BINARIZE_ARGS=...] $0" >&2
+       "[MAX_UPDATE=U] [JOBS=J] [PACK=1|0] [BUILD_ARGS=...] [BINARIZE_ARGS=...] $0" >&2
   echo "  (no arguments: settings come from the environment variables above)" >&2
   exit 2
 fi
@@ -88,6 +86,12 @@ case "${MAX_UPDATE:-1}" in
                    "Fix: e.g. MAX_UPDATE=200, or leave it unset for the preset's schedule" >&2
               exit 2 ;;
 esac
+case "${PACK:-1}" in
+  0|1) ;;
+  *) echo "PACK=${PACK}: expected 1 or 0. Fix: PACK=1 (the default) trains the levels as" \
+          "packs, PACK=0 each level in a fairseq-train of its own" >&2
+     exit 2 ;;
+esac
 if python -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)"; then
   device=gpu; preset=${PRESET:-exp1_transformer_sinusoidal}; levels=${LEVELS:-0,0.5,1,1.5,2,2.5,3}
   echo "GPU found: the paper's schedule ($preset), levels $levels"
@@ -97,7 +101,7 @@ else
 fi
 start=$(date +%s)
 
-# 1. data: entropy-controlled levels, then fairseq binarization with the fixed dictionary
+# 1. the grid of the demo's cells (one preset, one seed, the levels), and where its data go
 read -ra build_args <<< "${BUILD_ARGS:-}"
 read -ra binarize_args <<< "${BINARIZE_ARGS:-}"
 # levels and runs are named by seed, level and preset only: an OUT made with other build or
@@ -108,34 +112,59 @@ if [ -f "$out/.data-args" ] && [ "$(cat "$out/.data-args")" != "$data_args" ]; t
        "Fix: choose another OUT, or the same arguments" >&2
   exit 2
 fi
-if [ ! -f "$out/data-bin/.done-$seed-$levels" ]; then
-  step fairseq-entropy build exp1 --out "$out/data/seed$seed" --levels "$levels" --seed "$seed" \
+mkdir -p "$out"
+grid=$out/quickstart.json
+# the grid, and the data-bin folder its cells read (the sweep's layout under OUT)
+databin=$(python - "$grid" "$out" "$preset" "$seed" "$levels" "${N:-6000}" \
+          "${EPOCHS:-}" "${MAX_UPDATE:-}" "${build_args[@]}" <<'EOF_GRID'
+import json, sys
+from pathlib import Path
+from fairseq_entropy.errors import UserError
+from fairseq_entropy.experiments.grids import load_grid
+grid, out, preset, seed, levels, n, epochs, max_update, *build = sys.argv[1:]
+if "--n" in build:
+    sys.exit("error: BUILD_ARGS holds --n, the number of training commands. Fix: pass it as "
+             f"N={build[build.index('--n') + 1] if build.index('--n') + 1 < len(build) else ''}")
+schedule = ({"max_update": int(max_update)} if max_update else
+            {"epochs": float(epochs)} if epochs else "paper")
+Path(grid).write_text(json.dumps({
+    "experiment": "exp1", "title": "make demo: Experiment 1, one seed",
+    "presets": [preset], "levels": [float(x) for x in levels.split(",")],
+    "seeds": [int(seed)], "n": [int(n)], "schedule": schedule, "build_args": build},
+    indent=1) + "\n")
+try:
+    print(load_grid(grid).cells()[0].databin(out).parent)
+except UserError as e:
+    sys.exit(f"error: {e}")
+EOF_GRID
+) || exit 2
+rel=${databin#"$out/data-bin/"}
+
+# 2. data: entropy-controlled levels, then fairseq binarization with the fixed dictionary, in
+# one build and one binarize (the sweep would build level by level)
+if [ ! -f "$databin/.done-$levels" ]; then
+  step fairseq-entropy build exp1 --out "$out/data/$rel" --levels "$levels" --seed "$seed" \
     ${N:+--n "$N"} "${build_args[@]}"
-  step fairseq-entropy binarize "$out/data/seed$seed" --out "$out/data-bin/seed$seed" \
-    "${binarize_args[@]}"
+  step fairseq-entropy binarize "$out/data/$rel" --out "$databin" "${binarize_args[@]}"
   # recorded only once the data exist: a failed build leaves nothing that refuses its fix
   echo "$data_args" > "$out/.data-args"
-  touch "$out/data-bin/.done-$seed-$levels"
+  touch "$databin/.done-$levels"
 fi
 
-# 2. train + decode + score each level
-names=$(python -c "import sys
-from fairseq_entropy.scan.levels import level_name
-print(' '.join(level_name('exp1', float(x)) for x in sys.argv[1].split(',')))" "$levels" 2>/dev/null)
-# CPU: one level per core, one thread each.  The CNN is bound by per-operation overhead, so a
-# second thread adds nothing; more runs than cores (all 7 levels at once on 2 cores) lost 16%
-# of the throughput to cache contention, about what the last, single-level round wastes.
-if [ "$device" = cpu ]; then jobs=${JOBS:-$(nproc)}; threads=1; else jobs=${JOBS:-1}; threads=${OMP_NUM_THREADS:-}; fi
-# the demo reports the last checkpoint, validating every 6 epochs only to show progress;
-# SCORE_BEST=1 validates every epoch and also decodes the best on validation
-valid=(); [ "${SCORE_BEST:-0}" = 0 ] && valid=(--validate-interval 6)
-schedule=(${EPOCHS:+EPOCHS=$EPOCHS} ${MAX_UPDATE:+MAX_UPDATE=$MAX_UPDATE})
-step xargs -a <(printf '%s\n' $names) -P "$jobs" -I{} env ${threads:+OMP_NUM_THREADS=$threads} \
-  SEED="$seed" SCORE_BEST="${SCORE_BEST:-0}" "${schedule[@]}" \
-  "$here/train_level.sh" "$preset" "$out/data-bin/seed$seed/{}" "$out/runs/exp1/$preset/seed$seed/{}" "${valid[@]}"
+# 3. train, decode and score each level: the sweep of the grid, packed.  CPU: one slot per
+# core with one thread each (the CNN is bound by arithmetic at batch 32: a second thread adds
+# little, and packing adds the padding of every run's batch to the pack's longest target).
+nlevels=$(awk -F, '{print NF}' <<< "$levels")
+if [ "$device" = cpu ]; then jobs=${JOBS:-$(nproc)}; else jobs=${JOBS:-1}; fi
+size=0
+if [ "${PACK:-1}" = 1 ]; then size=$(( (nlevels + jobs - 1) / jobs )); fi  # one pack per slot
+export SCORE_BEST=${SCORE_BEST:-0}
+step fairseq-entropy sweep "$grid" --root "$out" --jobs "$jobs" --pack "$size" \
+  --device "$device" --recipe "$here/train_level.sh" \
+  ${DECODE_SAMPLE:+--decode-sample "$DECODE_SAMPLE"}
 
-# 3. table + plot
+# 4. table + plot
 step fairseq-entropy aggregate "$out/runs" --out "$out/results"
 echo "wall time: $(( $(date +%s) - start )) s"
 echo "data: $out/data  binarized: $out/data-bin  runs (checkpoints, logs, generate output):" \
-     "$out/runs  tensorboard: tensorboard --logdir $out/runs"
+     "$out/runs  packs: $out/packs  tensorboard: tensorboard --logdir $out/runs"

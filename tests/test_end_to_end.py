@@ -147,22 +147,24 @@ def test_quickstart_passes_build_and_binarize_arguments(tmp_path):
     aggregates the level as a variant of its own."""
     out = tmp_path / "beyond"
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-               OUT=str(out), LEVELS="0", EPOCHS="1", JOBS="1",
-               BUILD_ARGS="--component direction --restricted left --n 400",
+               OUT=str(out), LEVELS="0", EPOCHS="1", JOBS="1", N="400",
+               BUILD_ARGS="--component direction --restricted left",
                BINARIZE_ARGS="--spm-vocab 23 --spm-side source")
     res = subprocess.run(["bash", str(REPO / "recipes" / "quickstart.sh")],
                          capture_output=True, text=True, env=env)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    manifest = json.loads((out / "data" / "seed1" / "manifest.json").read_text())
+    # the sweep's layout: the build arguments name the data and runs of their own class
+    tag = Path("exp1+component=direction+restricted=left")
+    manifest = json.loads((out / "data" / tag / "n400" / "seed1" / "manifest.json").read_text())
     assert manifest["component"] == "direction"
-    data_bin = out / "data-bin" / "seed1" / "entropy_0.0"
+    data_bin = out / "data-bin" / tag / "n400" / "seed1" / "entropy_0.0"
     assert (data_bin / "spm.model").exists()
     # source-side pieces: the commands' dictionary holds letters, the actions stay words
     src = [line.split()[0] for line in (data_bin / "dict.in.txt").read_text().splitlines()]
     tgt = [line.split()[0] for line in (data_bin / "dict.out.txt").read_text().splitlines()]
     assert "\u2581" in src and "j" in src and "jump" not in src
     assert "JUMP" in tgt and not any(t.startswith("\u2581") for t in tgt)
-    run_dir = out / "runs" / "exp1" / "exp1_cnn_authors" / "seed1" / "entropy_0.0"
+    run_dir = out / "runs" / tag / "exp1_cnn_authors" / "n400" / "seed1" / "entropy_0.0"
     score = json.loads((run_dir / "last" / "score.json").read_text())
     # clauses with "left": 8 verbs x 3 phrases x 3 repetitions = 72; x 168 second clauses x 2
     assert score["n"] == 72 * 168 * 2
@@ -177,6 +179,35 @@ def test_quickstart_passes_build_and_binarize_arguments(tmp_path):
     res = subprocess.run(["bash", str(REPO / "recipes" / "quickstart.sh")], capture_output=True,
                          text=True, env=dict(env, BINARIZE_ARGS=""))
     assert res.returncode == 2
-    assert "BINARIZE_ARGS=--spm-vocab 23 --spm-side source, not BUILD_ARGS=" in res.stderr
+    assert "BINARIZE_ARGS=--spm-vocab 23 --spm-side source N=400, not BUILD_ARGS=" in res.stderr
     assert "Fix: choose another OUT" in res.stderr
     assert sorted(p.relative_to(out) for p in out.rglob("*")) == before
+
+
+def test_quickstart_trains_its_levels_as_one_pack_per_slot(tmp_path):
+    """quickstart.sh (PACK=1, the default) on one slot: the two levels train in one packed
+    fairseq-train, then each is decoded and scored in its own run directory."""
+    out = tmp_path / "demo"
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+               OUT=str(out), LEVELS="0,3", N="200", MAX_UPDATE="4", JOBS="1",
+               DECODE_SAMPLE="20", CUDA_VISIBLE_DEVICES="")
+    res = subprocess.run(["bash", str(REPO / "recipes" / "quickstart.sh")],
+                         capture_output=True, text=True, env=env)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    grid = json.loads((out / "quickstart.json").read_text())
+    assert grid["levels"] == [0.0, 3.0] and grid["schedule"] == {"max_update": 4}
+    packs = list((out / "packs" / "exp1" / "exp1_cnn_authors" / "n200").glob("pack-*"))
+    assert len(packs) == 1
+    runs = [r["run_dir"] for r in json.loads((packs[0] / "pack.json").read_text())["runs"]]
+    levels = out / "runs" / "exp1" / "exp1_cnn_authors" / "n200" / "seed1"
+    assert runs == [str((levels / name).resolve()) for name in ("entropy_0.0", "entropy_3.0")]
+    for name in ("entropy_0.0", "entropy_3.0"):
+        assert (levels / name / "checkpoints" / "trained").exists()
+        score = json.loads((levels / name / "sample" / "score.json").read_text())
+        assert score["seed"] == 1 and score["level"] == name
+    rows = (out / "sweep-status.tsv").read_text().splitlines()[1:]
+    assert sorted(r.split("\t")[:2] for r in rows) == [
+        [f"exp1_cnn_authors/n200/seed1/{name}", "done"] for name in ("entropy_0.0", "entropy_3.0")]
+    bad = subprocess.run(["bash", str(REPO / "recipes" / "quickstart.sh")], capture_output=True,
+                         text=True, env=dict(env, PACK="2"))
+    assert bad.returncode == 2 and bad.stderr.startswith("PACK=2: expected 1 or 0")

@@ -183,8 +183,9 @@ def test_term_to_train_level_sh_stops_the_trainer_and_frees_the_lock(tmp_path):
 
 
 def fake_quickstart(tmp_path):
-    """A checkout holding quickstart.sh (and the Makefile) beside a fake train_level.sh that
-    logs its run directory and MAX_UPDATE and runs sleep | cat, on data marked as built.
+    """A checkout holding quickstart.sh (and the Makefile) beside a fake train_level.sh (the
+    recipe of the quickstart's sweep) that logs its run directory and MAX_UPDATE and runs
+    sleep | cat, on data marked as built.
     Returns (checkout, OUT, the start log, the PIDs file)."""
     work = tmp_path / "work"
     recipes = work / "recipes"
@@ -201,13 +202,17 @@ def fake_quickstart(tmp_path):
         """))
     (recipes / "train_level.sh").chmod(0o755)
     out = tmp_path / "demo"
-    (out / "data-bin").mkdir(parents=True)
+    databin = out / "data-bin" / "exp1" / "n50" / "seed1"
+    for level in ("entropy_0.0", "entropy_0.5", "entropy_1.0"):  # binarized: no build runs
+        (databin / level).mkdir(parents=True)
+        (databin / level / "manifest.json").write_text("{}")
     (out / ".data-args").write_text("BUILD_ARGS= BINARIZE_ARGS= N=50\n")
-    (out / "data-bin" / ".done-1-0,0.5,1").touch()
+    (databin / ".done-0,0.5,1").touch()
     return work, out, started_log, pids
 
 
-QUICK_ENV = dict(LEVELS="0,0.5,1", JOBS="1", N="50", MAX_UPDATE="7", CUDA_VISIBLE_DEVICES="")
+QUICK_ENV = dict(LEVELS="0,0.5,1", JOBS="1", N="50", MAX_UPDATE="7", CUDA_VISIBLE_DEVICES="",
+                 PACK="0")  # each level its own recipe call: the fake recipe is started
 
 
 def check_stopped(proc, out, started_log, pids):
@@ -218,7 +223,7 @@ def check_stopped(proc, out, started_log, pids):
     assert not any(alive(p) for p in started)
     time.sleep(1.0)  # xargs would have launched the next level by now
     lines = started_log.read_text().splitlines()
-    assert lines == [f"{out}/runs/exp1/exp1_cnn_authors/seed1/entropy_0.0 MAX_UPDATE=7"]
+    assert lines == [f"{out}/runs/exp1/exp1_cnn_authors/n50/seed1/entropy_0.0 MAX_UPDATE=7"]
     return err
 
 

@@ -23,6 +23,8 @@ for path in glob.glob(f"{RUNS}/*/last/score.json"):
         score = json.load(f)
     data, seed = path.split("/")[-3][1:].split("_t")
     rows[(data, seed)] = (score["accuracy"], "run.sh (this commit's code)")
+# the per-level make demo of 2026-12-01 (results/demo_cpu_seed1/results.tsv as of 9f335b6;
+# the file now holds the packed demo of 2026-12-02)
 for r in read_tsv(f"{RESULTS}/demo_cpu_seed1/results.tsv"):
     if r["level"] == "entropy_2.5" and r["checkpoint"] == "last":
         rows.setdefault(("1", "1"), (float(r["accuracy"]), "make demo (results/demo_cpu_seed1)"))
