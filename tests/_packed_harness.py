@@ -74,12 +74,17 @@ def fairseq_train(args) -> None:
 
 def fairseq_train_process(args) -> None:
     """fairseq-train on ``args`` in a process of its own: nothing that earlier trainings of
-    this process left behind (registries, patched functions, random state) reaches it."""
+    this process left behind (registries, patched functions, random state) reaches it.  One
+    thread: with several, a CPU's scatter-add (the embedding's gradient) sums in the order its
+    threads reach it, which a loaded machine changes, so two trainings would differ in the
+    last bits."""
+    import os
     import subprocess
     import sys
 
     subprocess.run([sys.executable, "-m", "fairseq_cli.train", *[str(a) for a in args]],
-                   check=True, capture_output=True, text=True)
+                   check=True, capture_output=True, text=True,
+                   env=dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1"))
 
 
 def common_args(save_dir, updates: int, batch: int):

@@ -281,9 +281,9 @@ def test_sigterm_of_the_sweep_cancels_the_array_and_writes_the_status(tmp_path):
     rows = [r.split("\t") for r in (tmp_path / "sweep-status.tsv").read_text().splitlines()[1:]]
     assert [r[1] for r in rows] == ["cancelled", "cancelled"]
     assert rows[0][4].startswith("the sweep was stopped (signal 15) and its job array")
-    for f in pids:  # the recipes were stopped with their tasks
+    for f in pids:  # the recipes were stopped with their tasks (within 30 s on a loaded machine)
         pid = int(f.read_text())
-        for _ in range(100):
+        for _ in range(300):
             if not os.path.exists(f"/proc/{pid}") or \
                     Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z":
                 break
