@@ -37,13 +37,12 @@ DEFAULT_MAX_POSITIONS = 256
 
 
 @dataclass
-class ScanTransformerConfig(FairseqDataclass):
-    """Options of :class:`ScanTransformerModel`; the defaults are the paper's Experiment 1
-    model (``scan_transformer_paper``)."""
+class AuthorsBlockConfig(FairseqDataclass):
+    """Options of the authors' Transformer block shared by the encoder-decoder
+    (:class:`ScanTransformerConfig`) and the decoder-only model (``ScanTransformerLmConfig``):
+    width, heads, dropouts, embedding scale and the position scheme."""
 
     embed_dim: int = field(default=128, metadata={"help": "model dimension d"})
-    encoder_layers: int = field(default=3, metadata={"help": "number of encoder layers"})
-    decoder_layers: int = field(default=3, metadata={"help": "number of decoder layers"})
     attention_heads: Optional[int] = field(
         default=None, metadata={"help": "heads per attention (default: d/64, i.e. heads of "
                                         "size 64, at least 1)"})
@@ -61,16 +60,25 @@ class ScanTransformerConfig(FairseqDataclass):
                                        "the embedding enters twice)"})
     position_encoding: ChoiceEnum(POSITION_ENCODINGS) = field(
         default="sinusoidal", metadata={"help": "position scheme"})
-    source_position_buckets: int = field(
-        default=64, metadata={"help": "relative scheme: bucket size of the source side"})
-    target_position_buckets: int = field(
-        default=4, metadata={"help": "relative scheme: bucket size of the target side"})
     max_relative_positions: int = field(
         default=512, metadata={"help": "relative scheme: distance the log buckets extend to"})
     rope_theta: float = field(default=1000.0, metadata={"help": "RoPE base"})
     rope_variant: ChoiceEnum(ROPE_VARIANTS) = field(
         default="standard", metadata={"help": "standard RoPE, or the authors' (non-rotation) "
                                               "variant"})
+
+
+@dataclass
+class ScanTransformerConfig(AuthorsBlockConfig):
+    """Options of :class:`ScanTransformerModel`; the defaults are the paper's Experiment 1
+    model (``scan_transformer_paper``)."""
+
+    encoder_layers: int = field(default=3, metadata={"help": "number of encoder layers"})
+    decoder_layers: int = field(default=3, metadata={"help": "number of decoder layers"})
+    source_position_buckets: int = field(
+        default=64, metadata={"help": "relative scheme: bucket size of the source side"})
+    target_position_buckets: int = field(
+        default=4, metadata={"help": "relative scheme: bucket size of the target side"})
     # the task's options (fairseq's translation task documents them)
     max_source_positions: Optional[int] = II("task.max_source_positions")
     max_target_positions: Optional[int] = II("task.max_target_positions")

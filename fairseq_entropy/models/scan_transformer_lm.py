@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 import torch.nn as nn
-from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.models import (FairseqIncrementalDecoder, FairseqLanguageModel, register_model,
                             register_model_architecture)
 from fairseq.utils import safe_getattr
@@ -32,44 +31,22 @@ from omegaconf import II
 from torch import Tensor
 
 from ..modules.packing import pack_rows, real_rows, unpack_rows
-from ..modules.positions import POSITION_ENCODINGS, ROPE_VARIANTS, token_positions
+from ..modules.positions import token_positions
 from .defaults import fill_defaults
-from .scan_transformer import DEFAULT_MAX_POSITIONS, _Stack
+from .scan_transformer import DEFAULT_MAX_POSITIONS, AuthorsBlockConfig, _Stack
 
 
 @dataclass
-class ScanTransformerLmConfig(FairseqDataclass):
-    """Options of :class:`ScanTransformerLmModel`; the defaults are
-    ``scan_transformer_lm_paper`` (7 layers, d=128: the parameter count of the paper's
-    3 + 3-layer Transformer)."""
+class ScanTransformerLmConfig(AuthorsBlockConfig):
+    """Options of :class:`ScanTransformerLmModel`: the block's options
+    (:class:`~fairseq_entropy.models.scan_transformer.AuthorsBlockConfig`) plus the depth and
+    the relative scheme's bucket size; the defaults are ``scan_transformer_lm_paper`` (7 layers,
+    d=128: the parameter count of the paper's 3 + 3-layer Transformer)."""
 
-    embed_dim: int = field(default=128, metadata={"help": "model dimension d"})
     decoder_layers: int = field(default=7, metadata={"help": "number of layers"})
-    attention_heads: Optional[int] = field(
-        default=None, metadata={"help": "heads per attention (default: d/64, i.e. heads of "
-                                        "size 64, at least 1)"})
-    dropout: float = field(default=0.1, metadata={"help": "dropout probability on the attention "
-                                                          "probabilities and on each residual "
-                                                          "branch's output"})
-    embedding_dropout: float = field(
-        default=0.0, metadata={"help": "dropout on the summed token and position embeddings "
-                                       "(the authors' models: none)"})
-    activation_dropout: float = field(
-        default=0.0, metadata={"help": "dropout on the GEGLU's inner activations (the "
-                                       "authors' models: none)"})
-    embed_scale: float = field(
-        default=2.0, metadata={"help": "token embeddings are multiplied by S (authors: 2)"})
-    position_encoding: ChoiceEnum(POSITION_ENCODINGS) = field(
-        default="sinusoidal", metadata={"help": "position scheme"})
     position_buckets: int = field(
         default=64, metadata={"help": "relative scheme: bucket size (the line holds the "
                                       "command, so the encoder's 64)"})
-    max_relative_positions: int = field(
-        default=512, metadata={"help": "relative scheme: distance the log buckets extend to"})
-    rope_theta: float = field(default=1000.0, metadata={"help": "RoPE base"})
-    rope_variant: ChoiceEnum(ROPE_VARIANTS) = field(
-        default="standard", metadata={"help": "standard RoPE, or the authors' (non-rotation) "
-                                              "variant"})
     max_target_positions: Optional[int] = II("task.max_target_positions")
 
 
