@@ -11,6 +11,8 @@ import fairseq_entropy
 from fairseq_entropy.scan.dictionary import write_dictionary
 from fairseq_entropy.scan.grammar import Grammar
 
+from _toy import first_commands  # noqa: E402
+
 USER_DIR = os.path.dirname(fairseq_entropy.__file__)
 
 
@@ -24,11 +26,7 @@ def write_levels(root: Path, n: int, count: int):
     from fairseq_entropy.data import SymbolDictionary
 
     grammar = Grammar.paper()
-    pairs = []
-    for c in grammar.commands(one_clause=False):
-        pairs.append((str(c), " ".join(grammar.interpret(c))))
-        if len(pairs) == n * count:
-            break
+    pairs = first_commands(grammar, n * count)
     out = []
     for i in range(count):
         dest = root / f"bin{i}"
@@ -38,12 +36,13 @@ def write_levels(root: Path, n: int, count: int):
         d = SymbolDictionary.load(str(dest / "dict.in.txt"))
         part = pairs[i * n:(i + 1) * n]
         for split in ("train", "valid", "test"):
-            for side, col in (("in", 0), ("out", 1)):
+            for side, field in (("in", "command"), ("out", "actions")):
                 prefix = str(dest / f"{split}.in-out.{side}")
                 builder = indexed_dataset.make_builder(prefix + ".bin", "mmap",
                                                        vocab_size=len(d))
-                for pair in part:
-                    builder.add_item(d.encode_line(pair[col], add_if_not_exist=False))
+                for example in part:
+                    builder.add_item(d.encode_line(getattr(example, field),
+                                                   add_if_not_exist=False))
                 builder.finalize(prefix + ".idx")
         (dest / "manifest.json").write_text(json.dumps(
             {"experiment": "exp1", "level": f"level{i}", "seed": i,

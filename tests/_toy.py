@@ -1,4 +1,5 @@
-"""A toy SCAN vocabulary, examples and task stand-in shared by the model tests."""
+"""A toy SCAN vocabulary, examples and task stand-in shared by the model tests, and small
+grammar levels and fairseq command lines shared by the task tests."""
 
 import os
 import subprocess
@@ -209,3 +210,38 @@ def tiny_level(build: Path, out: Path, seed: int = 5, n: int = 320, bits: float 
     assert cli(["build", "exp1", "--out", str(build), "--levels", f"{bits:g}", "--n", str(n),
                 "--seed", str(seed)]) == 0
     return cut_and_binarize(build / f"entropy_{float(bits):.1f}", out)
+
+
+def first_commands(grammar, n: int) -> list:
+    """The first ``n`` two-clause commands of ``grammar`` as ``Example(command, actions)``."""
+    from fairseq_entropy.scan.datafiles import Example
+
+    examples = []
+    for c in grammar.commands(one_clause=False):
+        examples.append(Example(str(c), " ".join(grammar.interpret(c))))
+        if len(examples) == n:
+            break
+    return examples
+
+
+def write_grammar_level(root: Path, grammar, n: int, fmt: str = "pairs") -> tuple:
+    """:func:`first_commands` of ``grammar`` as its train, valid and test split, binarized in
+    ``fmt`` (``pairs`` or ``lm``) with the grammar's fixed dictionary under ``root``; returns
+    the data directory and the examples."""
+    from fairseq_entropy.scan.binarize import binarize_level
+    from fairseq_entropy.scan.datafiles import write_pair
+
+    examples = first_commands(grammar, n)
+    raw = root / f"{grammar.name}_{fmt}_raw"
+    raw.mkdir()
+    for split in ("train", "valid", "test"):
+        write_pair(raw / split, examples)
+    return binarize_level(raw, root / f"{grammar.name}_{fmt}_bin", grammar, fmt=fmt), examples
+
+
+def run_module(module: str, *args, cwd, stdin=None) -> subprocess.CompletedProcess:
+    """``python -m module args`` single-threaded in ``cwd`` (a fairseq command line); the
+    completed process, for the test to check its return code and output."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    return subprocess.run([sys.executable, "-m", module, *map(str, args)], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300, input=stdin)

@@ -5,9 +5,6 @@ answers a raw command, and a checkpoint meeting data of another dictionary or fo
 with the pair task's clear error."""
 
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -15,36 +12,15 @@ import torch
 import fairseq_entropy
 from fairseq_entropy.analysis.scoring import read_generate_output, split_commands
 from fairseq_entropy.data.dictionary import DictionaryMismatchError
-from fairseq_entropy.scan.binarize import binarize_level
 from fairseq_entropy.scan.databin import read_mmap_sequences
-from fairseq_entropy.scan.datafiles import Example, write_pair
 from fairseq_entropy.scan.dictionary import dictionary_words
 from fairseq_entropy.scan.grammar import Grammar
 from fairseq_entropy.scan.lm_format import data_format
 from fairseq_entropy.scan.preprocess import preprocess_processes
 
+from _toy import run_module, write_grammar_level  # noqa: E402
+
 USER_DIR = os.path.dirname(fairseq_entropy.__file__)
-
-
-def fairseq(module, *args, cwd, stdin=None):
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    return subprocess.run([sys.executable, "-m", module, *map(str, args)], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300, input=stdin)
-
-
-def write_level(root: Path, grammar: Grammar, n: int, fmt: str) -> tuple:
-    """The first ``n`` two-clause commands of ``grammar`` as train/valid/test, binarized in
-    ``fmt``; returns the data directory and the examples."""
-    examples = []
-    for c in grammar.commands(one_clause=False):
-        examples.append(Example(str(c), " ".join(grammar.interpret(c))))
-        if len(examples) == n:
-            break
-    raw = root / f"{grammar.name}_{fmt}_raw"
-    raw.mkdir()
-    for split in ("train", "valid", "test"):
-        write_pair(raw / split, examples)
-    return binarize_level(raw, root / f"{grammar.name}_{fmt}_bin", grammar, fmt=fmt), examples
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -60,8 +36,8 @@ def lm_run(tmp_path_factory, preprocess_worker):
     """A tiny scan_transformer_lm trained 4 updates by the systematicity_lm task on 24
     paper-grammar commands in the lm format."""
     tmp = tmp_path_factory.mktemp("lm")
-    data, examples = write_level(tmp, Grammar.paper(), 24, "lm")
-    res = fairseq("fairseq_cli.train", data, "--user-dir", USER_DIR, "--task",
+    data, examples = write_grammar_level(tmp, Grammar.paper(), 24, "lm")
+    res = run_module("fairseq_cli.train", data, "--user-dir", USER_DIR, "--task",
                   "systematicity_lm", "--arch", "scan_transformer_lm", "--embed-dim", "16",
                   "--decoder-layers", "1", "--criterion", "label_smoothed_cross_entropy",
                   "--optimizer", "adam", "--lr", "1e-3", "--batch-size", "8",
@@ -89,7 +65,7 @@ def test_lm_format_is_fairseqs_language_modeling_layout(lm_run):
 def test_stock_transformer_lm_trains_on_the_lm_format(lm_run):
     tmp, data, _, _ = lm_run
     # --user-dir only gives numpy 2 the numpy.compat.long that fairseq's TokenBlockDataset reads
-    res = fairseq("fairseq_cli.train", data, "--user-dir", USER_DIR, "--task",
+    res = run_module("fairseq_cli.train", data, "--user-dir", USER_DIR, "--task",
                   "language_modeling", "--sample-break-mode", "eos", "--tokens-per-sample", "64",
                   "--arch", "transformer_lm", "--decoder-layers", "1", "--decoder-embed-dim",
                   "16", "--decoder-ffn-embed-dim", "32", "--decoder-attention-heads", "2",
@@ -103,7 +79,7 @@ def test_stock_transformer_lm_trains_on_the_lm_format(lm_run):
 def test_generate_decodes_each_command_from_its_prompt(lm_run):
     tmp, data, examples, log = lm_run
     assert "seq_acc" in log and "progress: epoch" in log
-    res = fairseq("fairseq_cli.generate", data, "--user-dir", USER_DIR, "--task",
+    res = run_module("fairseq_cli.generate", data, "--user-dir", USER_DIR, "--task",
                   "systematicity_lm", "--path", tmp / "ck" / "checkpoint_last.pt",
                   "--gen-subset", "test", "--beam", "1", "--max-len-a", "0", "--max-len-b", "6",
                   "--batch-size", "5", "--required-batch-size-multiple", "1", "--cpu", cwd=tmp)
@@ -120,7 +96,7 @@ def test_generate_decodes_each_command_from_its_prompt(lm_run):
 
 def test_interactive_answers_a_raw_command(lm_run):
     tmp, data, _, _ = lm_run
-    res = fairseq("fairseq_cli.interactive", data, "--user-dir", USER_DIR, "--task",
+    res = run_module("fairseq_cli.interactive", data, "--user-dir", USER_DIR, "--task",
                   "systematicity_lm", "--path", tmp / "ck" / "checkpoint_last.pt", "--beam", "1",
                   "--max-len-b", "4", "--cpu", cwd=tmp, stdin="jump twice and walk\n")
     assert res.returncode == 0, res.stderr[-3000:]
@@ -140,7 +116,7 @@ def test_a_checkpoint_on_data_of_another_grammar_or_format_stops_with_the_fix(lm
     assert state["dictionaries"]["format"] == "lm"
     assert state["dictionaries"]["grammar"] == "paper"
     lm_task(data).load_state_dict(state)                      # its own data: no error
-    scan_data, _ = write_level(tmp, Grammar.scan(), 6, "lm")
+    scan_data, _ = write_grammar_level(tmp, Grammar.scan(), 6, "lm")
     with pytest.raises(DictionaryMismatchError) as e:
         lm_task(scan_data).load_state_dict(state)
     msg = str(e.value)
@@ -149,7 +125,7 @@ def test_a_checkpoint_on_data_of_another_grammar_or_format_stops_with_the_fix(lm
     assert "Fix: re-binarize the data with --grammar paper" in msg
     # the pair task on pair data, with the lm checkpoint
     from fairseq_entropy.tasks.systematicity import SystematicityConfig, SystematicityTask
-    pairs, _ = write_level(tmp, Grammar.paper(), 6, "pairs")
+    pairs, _ = write_grammar_level(tmp, Grammar.paper(), 6, "pairs")
     task = SystematicityTask.setup_task(SystematicityConfig(data=str(pairs), source_lang="in",
                                                             target_lang="out"))
     with pytest.raises(DictionaryMismatchError) as e:
@@ -160,6 +136,6 @@ def test_a_checkpoint_on_data_of_another_grammar_or_format_stops_with_the_fix(lm
 
 def test_the_lm_task_refuses_pair_data_with_the_fix(tmp_path):
     from fairseq_entropy.errors import UserError
-    pairs, _ = write_level(tmp_path, Grammar.paper(), 6, "pairs")
+    pairs, _ = write_grammar_level(tmp_path, Grammar.paper(), 6, "pairs")
     with pytest.raises(UserError, match="binarize --format lm"):
         lm_task(pairs)

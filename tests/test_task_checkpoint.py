@@ -4,42 +4,19 @@ a checkpoint meets data binarized with another dictionary, and its training prog
 import hashlib
 import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
 import fairseq_entropy
-from fairseq_entropy.scan.binarize import binarize_level
 from fairseq_entropy.scan.dictionary import dictionary_words
-from fairseq_entropy.scan.datafiles import Example, write_pair
 from fairseq_entropy.scan.grammar import Grammar
 from fairseq_entropy.progress import TrainingProgress
 
+from _toy import run_module, write_grammar_level  # noqa: E402
+
 USER_DIR = os.path.dirname(fairseq_entropy.__file__)
 SPECIALS = ["<s>", "<pad>", "</s>", "<unk>"]
-
-
-def fairseq(module, *args, cwd):
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    return subprocess.run([sys.executable, "-m", module, *map(str, args)], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
-
-
-def write_level(root: Path, grammar: Grammar, n: int) -> Path:
-    """The first ``n`` two-clause commands of ``grammar`` as train/valid/test, binarized."""
-    commands = []
-    for c in grammar.commands(one_clause=False):
-        commands.append(Example(str(c), " ".join(grammar.interpret(c))))
-        if len(commands) == n:
-            break
-    raw = root / f"{grammar.name}_raw"
-    raw.mkdir()
-    for split in ("train", "valid", "test"):
-        write_pair(raw / split, commands)
-    return binarize_level(raw, root / f"{grammar.name}_bin", grammar)
 
 
 @pytest.fixture(scope="module")
@@ -48,8 +25,8 @@ def paper_run(tmp_path_factory):
     5 updates per epoch, so the run is exactly 2 epochs), with padding-aware random batches
     (pools of 2 batches)."""
     tmp = tmp_path_factory.mktemp("mismatch")
-    data = write_level(tmp, Grammar.paper(), 40)
-    res = fairseq("fairseq_cli.train", data, "--user-dir", USER_DIR, "--task", "systematicity",
+    data = write_grammar_level(tmp, Grammar.paper(), 40)[0]
+    res = run_module("fairseq_cli.train", data, "--user-dir", USER_DIR, "--task", "systematicity",
                   "--source-lang", "in", "--target-lang", "out", "--arch", "scan_transformer_paper",
                   "--embed-dim", "16", "--encoder-layers", "1", "--decoder-layers", "1",
                   "--criterion", "cross_entropy", "--optimizer", "adam", "--lr", "1e-3",
@@ -63,8 +40,8 @@ def paper_run(tmp_path_factory):
 
 
 def test_batch_pool_without_random_batches_is_refused_with_the_fix(tmp_path):
-    data = write_level(tmp_path, Grammar.paper(), 16)
-    res = fairseq("fairseq_cli.train", data, "--user-dir", USER_DIR, "--task", "systematicity",
+    data = write_grammar_level(tmp_path, Grammar.paper(), 16)[0]
+    res = run_module("fairseq_cli.train", data, "--user-dir", USER_DIR, "--task", "systematicity",
                   "--source-lang", "in", "--target-lang", "out", "--arch", "scan_transformer_paper",
                   "--embed-dim", "16", "--encoder-layers", "1", "--decoder-layers", "1",
                   "--optimizer", "adam", "--lr", "1e-3", "--batch-size", "8", "--max-update", "1",
@@ -96,7 +73,7 @@ def test_checkpoint_records_grammar_and_dictionary_hash(paper_run):
 
 
 def generate(tmp, data):
-    return fairseq("fairseq_cli.generate", data, "--user-dir", USER_DIR, "--task",
+    return run_module("fairseq_cli.generate", data, "--user-dir", USER_DIR, "--task",
                    "systematicity", "--source-lang", "in", "--target-lang", "out", "--path",
                    tmp / "ck" / "checkpoint_last.pt", "--gen-subset", "test", "--beam", "1",
                    "--max-len-a", "0", "--max-len-b", "20", "--batch-size", "64",
@@ -112,7 +89,7 @@ def test_decoding_data_of_the_same_grammar_works(paper_run):
 
 def test_decoding_data_of_another_grammar_names_both_dictionaries_and_the_fix(paper_run):
     tmp, _, _ = paper_run
-    scan_data = write_level(tmp, Grammar.scan(), 20)
+    scan_data = write_grammar_level(tmp, Grammar.scan(), 20)[0]
     res = generate(tmp, scan_data)
     assert res.returncode != 0
     paper_size = 4 + len(dictionary_words(Grammar.paper()))
