@@ -14,3 +14,20 @@ def scan_reference():
     if not (d / "tasks.txt").exists():
         pytest.skip(f"SCAN reference files not found in {d}")
     return d
+
+
+@pytest.fixture
+def drawn(monkeypatch):
+    """Every figure the report module draws, as {file name: matplotlib figure}, kept open
+    instead of written to a PNG."""
+    from fairseq_entropy.analysis import report
+
+    figures = {}
+
+    def keep(fig, path, dpi):
+        fig.canvas.draw()
+        figures[Path(path).name] = fig
+        return Path(path)
+
+    monkeypatch.setattr(report, "_save_png", keep)
+    return figures

@@ -3,27 +3,12 @@ objects: the legend beside the data, our curve and the paper's apart, a CI only 
 or more, and a caption with N and the checkpoint."""
 from pathlib import Path
 
-import pytest
 from matplotlib.colors import to_rgba
 
 from fairseq_entropy.analysis import report
 from fairseq_entropy.analysis.aggregate import aggregate
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture
-def drawn(monkeypatch):
-    """Every figure write_report draws, as {file name: matplotlib figure}, kept open."""
-    figures = {}
-
-    def keep(fig, path, dpi):
-        fig.canvas.draw()
-        figures[Path(path).name] = fig
-        return Path(path)
-
-    monkeypatch.setattr(report, "_save_png", keep)
-    return figures
 
 
 def figure_of(results, tmp_path, drawn):

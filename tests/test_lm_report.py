@@ -4,7 +4,6 @@ draws the decoder-only curve in the encoder-decoder's panel, as its own dotted l
 import csv
 from pathlib import Path
 
-from fairseq_entropy.analysis import report
 from fairseq_entropy.analysis.aggregate import aggregate, read_results_tsv
 
 REPO = Path(__file__).resolve().parents[1]
@@ -31,15 +30,8 @@ def decoder_only_results(tmp_path) -> Path:
     return out
 
 
-def test_the_decoder_only_curve_is_drawn_beside_the_encoder_decoders(tmp_path, monkeypatch):
-    figures = {}
-
-    def keep(fig, path, dpi):
-        fig.canvas.draw()
-        figures[Path(path).name] = fig
-        return Path(path)
-
-    monkeypatch.setattr(report, "_save_png", keep)
+def test_the_decoder_only_curve_is_drawn_beside_the_encoder_decoders(tmp_path, drawn):
+    figures = drawn
     src = decoder_only_results(tmp_path)
     aggregate([src], tmp_path / "agg")
     families = {r["model"]: r["model_family"] for r in read_results_tsv(tmp_path / "agg" /
