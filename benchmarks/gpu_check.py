@@ -183,19 +183,20 @@ def curve(args) -> int:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="what", required=True)
-    c = sub.add_parser("correctness", help="K runs alone against the same K packed")
-    c.add_argument("--out", required=True, help="working directory")
-    c.add_argument("--preset", default="exp1_transformer_sinusoidal", help="preset")
-    c.add_argument("--device", choices=["cpu", "gpu"], default="gpu", help="where to train")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--out", required=True, help="working directory")
+    common.add_argument("--preset", default="exp1_transformer_sinusoidal", help="preset")
+    common.add_argument("--device", choices=["cpu", "gpu"], default="gpu",
+                        help="where to train")
+    c = sub.add_parser("correctness", parents=[common],
+                       help="K runs alone against the same K packed")
     c.add_argument("--updates", type=int, default=200, help="updates of every run")
     c.add_argument("--k", type=int, default=3, help="runs (seeds 1..K)")
     c.add_argument("--n", type=int, default=2000, help="training commands of the level")
     c.add_argument("--tol", type=float, default=1e-4,
                    help="largest ||packed - alone|| / ||alone|| accepted")
-    v = sub.add_parser("curve", help="Exp1 curve of one seed, 7 levels in one pack")
-    v.add_argument("--out", required=True, help="working directory")
-    v.add_argument("--preset", default="exp1_transformer_sinusoidal", help="preset")
-    v.add_argument("--device", choices=["cpu", "gpu"], default="gpu", help="where to train")
+    v = sub.add_parser("curve", parents=[common],
+                       help="Exp1 curve of one seed, 7 levels in one pack")
     v.add_argument("--seed", type=int, default=830, help="data and training seed")
     v.add_argument("--n", type=int, default=6000, help="training commands per level")
     v.add_argument("--max-update", type=int, help="updates (default: the preset's schedule)")
