@@ -10,12 +10,16 @@ logs of Wu, Manning & Potts (2023) from github.com/frankaging/ReCOGS (commit 1b6
 ``logs/{transformer,lstm}/*_{cogs,variable_free}_cogs.json``: models trained on COGS's
 training set, decoded on its gen set; accuracies in percent, 5 seeds).  CASES_TSV: optional
 ``cases.tsv`` files of ``fairseq-entropy aggregate`` (this product's runs; split gen, last
-checkpoint).
+checkpoint).  Beside the script, published.tsv holds the per-case accuracies of Akyürek &
+Andreas (2021, "Lexicon Learning for Few-Shot Neural Sequence Modeling", ACL): their LSTM,
+LSTM + copy and LexLSTM, mean and std over 10 seeds, all 21 cases, read from the stored output
+of cell 113 of analyze.ipynb in github.com/ekinakyurek/lexical at commit 3956fa2.
 
 Writes OUT_DIR/comparison.tsv (one row per case: entropies, then each model's mean accuracy
 over its seeds, empty where the source does not report the case), OUT_DIR/sources.tsv (the
 citation of every accuracy column) and OUT_DIR/spearman.tsv (Spearman's rho between each
-entropy and each model's accuracy over the lexical cases that model reports, with the
+entropy and each model's accuracy over the lexical cases that model reports, all of them and
+those whose word was seen inside a sentence rather than as a primitive, with the
 two-sided permutation p-value of scipy.stats.permutation_test, exact over all pairings).
 """
 import csv
@@ -50,6 +54,20 @@ LOGS = {  # file -> (column, citation)
         "github.com/frankaging/ReCOGS@1b6eca8 logs/lstm/"
         "Mar-06-2023_ende_lstm_variable_free_cogs.json, mean of seeds 42,66,77,88,99"),
 }
+AKYUREK = ("Akyürek & Andreas (2021), Lexicon Learning for Few-Shot Neural Sequence Modeling "
+           "(ACL), {model} trained on COGS; github.com/ekinakyurek/lexical@3956fa2 "
+           "analyze.ipynb, cell 113 (cogs_cat_results['{key}']), mean of 10 seeds")
+PUBLISHED = {  # column of published.tsv -> citation
+    "akyurek2021_lstm": AKYUREK.format(model="LSTM", key="lstm"),
+    "akyurek2021_lstm_copy": AKYUREK.format(model="LSTM + copy", key="lstmcopy"),
+    "akyurek2021_lexlstm": AKYUREK.format(model="LexLSTM (simple lexicon)", key="simple"),
+}
+#: subsets of the lexical cases the rank correlation is taken over: all of them, and those
+#: whose word was seen inside a sentence (not only as a one-word primitive example)
+SUBSETS = {
+    "all": lambda r: True,
+    "seen_in_a_sentence": lambda r: r.get("seen_slot") != "word@primitive",
+}
 #: keys of the logs that are summaries, not cases
 NOT_CASES = {"lex_acc", "overall_acc", "test_acc"}
 
@@ -72,6 +90,14 @@ def published(logs_dir):
         acc[column] = {c: float(np.mean(v)) for c, v in cases.items()}
         cite[column] = citation
     return acc, cite
+
+
+def published_table(path=Path(__file__).with_name("published.tsv")):
+    """column -> {case: accuracy (fraction)}, column -> citation, from published.tsv."""
+    acc = {}
+    for r in read_tsv(path):
+        acc.setdefault(r["column"], {})[r["case"]] = float(r["accuracy"])
+    return acc, {column: PUBLISHED[column] for column in acc}
 
 
 def ours(paths):
@@ -103,9 +129,9 @@ def spearman_permutation(x, y):
 def main(entropy_tsv, logs_dir, out_dir, *cases_tsv):
     entropy = read_tsv(entropy_tsv)
     acc, cite = published(logs_dir)
-    a2, c2 = ours(cases_tsv)
-    acc.update(a2)
-    cite.update(c2)
+    for a2, c2 in (published_table(), ours(cases_tsv)):
+        acc.update(a2)
+        cite.update(c2)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     columns = ["case", "type", "word", "held_out_slot", *ENTROPIES, *acc]
@@ -124,14 +150,18 @@ def main(entropy_tsv, logs_dir, out_dir, *cases_tsv):
             w.writerow([m, cite[m]])
     with open(out / "spearman.tsv", "w") as f:
         w = csv.writer(f, delimiter="\t", lineterminator="\n")
-        w.writerow(["model", "entropy", "lexical_cases", "rho", "p_permutation"])
+        w.writerow(["model", "entropy", "cases", "lexical_cases", "rho", "p_permutation"])
         for m in acc:
-            for e in ENTROPIES:
-                pairs = [(float(r[e]), acc[m][r["case"]]) for r in entropy
-                         if r["type"] == "lexical" and r["case"] in acc[m] and r[e]]
-                rho, p = spearman_permutation([x for x, _ in pairs], [y for _, y in pairs])
-                w.writerow([m, e, len(pairs), "" if math.isnan(rho) else f"{rho:.4f}",
-                            "" if math.isnan(p) else f"{p:.4f}"])
+            for subset, keep in SUBSETS.items():
+                for e in ENTROPIES:
+                    pairs = [(float(r[e]), acc[m][r["case"]]) for r in entropy
+                             if r["type"] == "lexical" and r["case"] in acc[m] and r[e]
+                             and keep(r)]
+                    rho, p = spearman_permutation([x for x, _ in pairs],
+                                                  [y for _, y in pairs])
+                    w.writerow([m, e, subset, len(pairs),
+                                "" if math.isnan(rho) else f"{rho:.4f}",
+                                "" if math.isnan(p) else f"{p:.4f}"])
     for name in ("comparison.tsv", "spearman.tsv"):
         print(f"{out / name}:\n{(out / name).read_text()}")
 
