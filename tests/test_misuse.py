@@ -552,3 +552,19 @@ def test_prepare_exp1_takes_an_output_path_with_spaces_and_quotes(tmp_path):
     res = _sh("preprocess/prepare_exp1.sh", [str(out)], {"LEVELS": "3", "N": "60"}, tmp_path)
     assert res.returncode == 0, res.stderr
     assert (out / "data-bin" / "seed1" / "entropy_3.0" / "train.in-out.in.bin").exists()
+
+
+def test_a_reader_that_stops_early_is_not_an_error(tmp_path):
+    """`fairseq-entropy ... | head -1`: the closed pipe ends the command quietly with the
+    status of a tool killed by SIGPIPE (128 + 13), no error line and no traceback."""
+    proc = subprocess.Popen([str(BIN / "fairseq-entropy"), "sweep",
+                             str(REPO / "recipes" / "experiments" / "exp1.toml"), "--dry-run",
+                             "--root", str(tmp_path / "sweep")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = proc.stdout.readline()  # the dry run prints about 66 kB: more than a pipe holds
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert first.startswith(b"# grid")
+    assert proc.wait(timeout=120) == 141
+    assert err == ""
+    assert not (tmp_path / "sweep").exists()

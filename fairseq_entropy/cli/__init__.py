@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 import threading
@@ -112,6 +113,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except UserError as e:
         print(f"fairseq-entropy: error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader of stdout stopped early (`| head`): not an error
+        devnull = os.open(os.devnull, os.O_WRONLY)  # nothing more reaches the closed pipe,
+        os.dup2(devnull, sys.stdout.fileno())      # not even the flush at exit
+        return 128 + signal.SIGPIPE  # what a shell reports for a tool killed by SIGPIPE
     except OSError as e:  # the path the system refused, its reason and a fix
         where = f"{e.filename}: " if e.filename else ""
         print(f"fairseq-entropy: error: {where}{e.strerror or e}. Fix: choose a path that "
