@@ -52,3 +52,35 @@ def test_the_decoder_only_curve_is_drawn_beside_the_encoder_decoders(tmp_path, d
     assert max(abs(a - b / 2) for a, b in zip(dec.get_ydata(), enc.get_ydata())) < 1e-6
     # the paper's Transformer once, for the encoder-decoder
     assert sum(ln.get_label().startswith("paper") for ln in ax.get_lines()) == 1
+
+
+def test_a_decoder_only_cell_is_compared_with_the_papers_encoder_decoder(tmp_path):
+    """The paper trains no decoder-only model: each decoder-only cell gets the paper's value of
+    the encoder-decoder with the same block and positions, and a note that says so."""
+    src = decoder_only_results(tmp_path)
+    aggregate([src], tmp_path / "agg")
+    with open(tmp_path / "agg" / "summary.tsv", newline="") as f:
+        rows = [r for r in csv.DictReader(f, delimiter="\t") if r["checkpoint"] == "last"]
+    enc = {r["level"]: r for r in rows if r["preset"] == "exp1_transformer_sinusoidal"}
+    dec = {r["level"]: r for r in rows if r["preset"] == "exp1_lm_sinusoidal"}
+    assert sorted(dec) == sorted(enc) and len(dec) == 7
+    for level, r in dec.items():
+        assert (r["paper_mean"], r["paper_std"]) == (enc[level]["paper_mean"],
+                                                     enc[level]["paper_std"])
+        assert "the paper has no decoder-only model" in r["note"]
+        assert "decoder-only" not in enc[level]["note"]
+        # the band is the paper's: |ours - mean| <= max(2 std, 0.10)
+        pm, ps, mean = float(r["paper_mean"]), float(r["paper_std"]), float(r["mean"])
+        assert r["agree"] == ("yes" if abs(mean - pm) <= max(2 * ps, 0.10) else "no")
+    assert [dec[lv]["agree"] for lv in sorted(dec)].count("no") >= 1  # halved: some fall out
+
+
+def test_decoder_only_models_map_to_the_papers_encoder_decoder_names():
+    from fairseq_entropy.analysis.paper import paper_model_name
+    assert paper_model_name("transformer_rope_lm") == "transformer_rope"
+    assert paper_model_name("transformer_relative_lm") == "transformer_relative"
+    assert paper_model_name("transformer_exp2_l3_lm") == "transformer_sinusoidal"
+    assert paper_model_name("stock_transformer_lm") == "transformer_sinusoidal"
+    assert paper_model_name("stock_transformer_exp2_lm") == "transformer_sinusoidal"
+    assert paper_model_name("cnn_authors") == "cnn"
+    assert paper_model_name("rnn") == "rnn"

@@ -19,6 +19,13 @@ RESULT_COLUMNS = ("experiment", "preset", "model", "n_train", "level", "entropy_
 #: ``decoder-only`` or ``encoder-decoder``, None in scores written before it was recorded)
 OPTIONAL_RESULT_COLUMNS = ("entropy_bits", "data_seed", "schedule", "updates", "epochs",
                            "preset_max_update", "model_family")
+#: ``model_family`` of a score: a decode of lm-format data (``provenance.model_family``) ...
+DECODER_ONLY = "decoder-only"
+#: ... and of pair data
+ENCODER_DECODER = "encoder-decoder"
+#: the agreement note of a decoder-only cell: the paper trains no decoder-only model, so its
+#: cells are compared with the paper's encoder-decoder (``paper.paper_model_name``)
+PAPER_IS_ENCODER_DECODER = "paper value: the encoder-decoder (the paper has no decoder-only model)"
 #: the schedule of a run (``score.json``'s ``schedule``): its label (the cell key's part,
 #: ``provenance.schedule_label``; ``unknown`` when not recorded), the updates and epochs done
 #: and the preset's own ``max_update`` on the level

@@ -18,7 +18,12 @@ from typing import Callable, Dict, List, Optional, Sequence
 PAPER_MODEL_OF = {"transformer_exp2_l2": "transformer_sinusoidal",
                   "transformer_exp2_l3": "transformer_sinusoidal",
                   "transformer_rope_authors": "transformer_rope",
-                  "cnn_authors": "cnn"}
+                  "cnn_authors": "cnn",
+                  "stock_transformer": "transformer_sinusoidal",
+                  "stock_transformer_exp2": "transformer_sinusoidal"}
+#: suffix of a decoder-only preset's model name; the paper trains no decoder-only model, so
+#: such a model is compared with the paper's encoder-decoder of the same block and positions
+DECODER_ONLY_SUFFIX = "_lm"
 #: the training size of the paper's Experiment 1 figure (the default of ``build exp1``)
 DEFAULT_EXP1_TRAIN_SIZE = 6000
 #: a cell is compared with the paper's level nearest its measured entropy, within this many bits
@@ -35,7 +40,15 @@ def paper_results() -> List[dict]:
 
 
 def paper_model_name(model: str) -> str:
-    """The paper's name of a preset's model (:data:`PAPER_MODEL_OF`, else unchanged)."""
+    """The paper's name of a preset's model (:data:`PAPER_MODEL_OF`, else unchanged).
+
+    A decoder-only model ``<name>_lm`` (:data:`DECODER_ONLY_SUFFIX`) gets the paper's name of
+    ``<name>``, the encoder-decoder it is matched to: ``transformer_rope_lm`` ->
+    ``transformer_rope``, ``stock_transformer_lm`` (fairseq's sinusoidal ``transformer_lm``) ->
+    ``transformer_sinusoidal``.
+    """
+    if model.endswith(DECODER_ONLY_SUFFIX):
+        model = model[:-len(DECODER_ONLY_SUFFIX)]
     return PAPER_MODEL_OF.get(model, model)
 
 

@@ -33,7 +33,7 @@ from typing import Callable, Mapping, Optional, Tuple
 
 from ..errors import UserError
 from ..files import iter_text_lines, read_json
-from .columns import CHECKPOINT_LABELS, ScoreError
+from .columns import CHECKPOINT_LABELS, DECODER_ONLY, ENCODER_DECODER, ScoreError
 
 
 def load_data_manifest(data_dir: str | os.PathLike) -> Tuple[dict, str]:
@@ -273,7 +273,7 @@ def provenance(manifest: dict, manifest_sha256: str, data_dir: str | os.PathLike
 def model_family(manifest: dict) -> str:
     """``decoder-only`` for a decode of lm-format data (the manifest's ``format`` is ``lm``),
     else ``encoder-decoder``."""
-    return "decoder-only" if manifest.get("format") == "lm" else "encoder-decoder"
+    return DECODER_ONLY if manifest.get("format") == "lm" else ENCODER_DECODER
 
 
 def resolve_provenance(generate_output: str | os.PathLike, checkpoint_label: str,

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
 from ..files import atomic_write_bytes, atomic_write_text
+from .columns import DECODER_ONLY, ENCODER_DECODER
 from . import statistics as st
 from .paper import (DEFAULT_EXP1_TRAIN_SIZE, paper_lookup, paper_results)
 
@@ -135,13 +136,9 @@ def panel_of_figure(cells: Sequence[dict]) -> Callable[[dict], str]:
     return lambda cell: f"{figure_of(cell)}: {panel(cell)}"
 
 
-#: ``model_family`` of a decoder-only model's score (:func:`.provenance.model_family`)
-DECODER_ONLY = "decoder-only"
-
-
 def _family(cell: dict) -> str:
     """The cell's ``model_family`` (``encoder-decoder`` when not recorded)."""
-    return cell.get("model_family") or "encoder-decoder"
+    return cell.get("model_family") or ENCODER_DECODER
 
 
 #: colours of the paper's curves (greys, one per N of a panel), never one of ours (C0, C1...)

@@ -33,7 +33,8 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .columns import GRADED_COLUMNS, GROUP_COLUMNS, UNKNOWN_SCHEDULE, ScoreError
+from .columns import (DECODER_ONLY, GRADED_COLUMNS, GROUP_COLUMNS, PAPER_IS_ENCODER_DECODER,
+                      UNKNOWN_SCHEDULE, ScoreError)
 from .paper import paper_lookup
 
 #: confidence level of every interval here
@@ -469,6 +470,8 @@ def agreement_table(cells: Sequence[dict], paper_rows: Sequence[dict],
             row.update(paper_mean=pm, paper_std=ps, diff=c["mean"] - pm,
                        tolerance=agreement_tolerance(ps),
                        agree="yes" if agrees(c["mean"], pm, ps) else "no")
+            if c.get("model_family") == DECODER_ONLY:
+                note = "; ".join(x for x in (note, PAPER_IS_ENCODER_DECODER) if x)
         row["note"] = "; ".join(x for x in (c.get("note", ""), note) if x)
         out.append(row)
     return out
