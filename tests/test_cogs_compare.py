@@ -40,7 +40,8 @@ def test_published_table_has_every_case_of_each_model_and_a_citation(compare):
         assert "github.com/ekinakyurek/lexical@3956fa2" in cite[column]
 
 
-def test_comparison_puts_each_source_beside_the_entropies(compare, tmp_path):
+def write_entropy(tmp_path) -> Path:
+    """Three lexical cases (two seen only as primitives) and one structural case."""
     entropy = tmp_path / "gen.tsv"
     rows = [("prim_to_subj_proper", "lexical", "word@primitive", "7.0", "5.0"),
             ("subj_to_obj_proper", "lexical", "agent@subject", "5.0", "4.0"),
@@ -52,6 +53,11 @@ def test_comparison_puts_each_source_beside_the_entropies(compare, tmp_path):
                     "seen_slot_entropy_bits", "tested_slot_entropy_bits"])
         for case, kind, slot, seen, tested in rows:
             w.writerow([case, kind, "w", "s", slot, seen, tested])
+    return entropy
+
+
+def write_logs(compare, tmp_path) -> Path:
+    """Wu et al.'s four logs, two seeds each, in percent."""
     logs = tmp_path / "logs"
     logs.mkdir()
     # two seeds in percent: the study's mean is their average as a fraction
@@ -61,8 +67,12 @@ def test_comparison_puts_each_source_beside_the_entropies(compare, tmp_path):
                  "prim_to_obj_proper": 70.0, "pp_recursion": 2.0, "overall_acc": 1.0}]
     for name in compare.LOGS:
         (logs / name).write_text(json.dumps({f"{s}_x": r for s, r in zip((1, 2), per_seed)}))
+    return logs
+
+
+def test_comparison_puts_each_source_beside_the_entropies(compare, tmp_path):
     out = tmp_path / "out"
-    compare.main(entropy, logs, out)
+    compare.main(write_entropy(tmp_path), write_logs(compare, tmp_path), out)
     table = {r["case"]: r for r in csv.DictReader(open(out / "comparison.tsv"), delimiter="\t")}
     assert table["prim_to_subj_proper"]["wu2023_lstm_cogs"] == "0.9500"
     assert table["subj_to_obj_proper"]["wu2023_lstm_cogs"] == "0.2000"
@@ -80,3 +90,41 @@ def test_comparison_puts_each_source_beside_the_entropies(compare, tmp_path):
     assert (r["lexical_cases"], r["rho"], r["p_permutation"]) == ("1", "", "")
     sources = {r["column"] for r in csv.DictReader(open(out / "sources.tsv"), delimiter="\t")}
     assert sources == {*(c for c, _ in compare.LOGS.values()), *compare.PUBLISHED}
+
+
+def test_a_runs_cases_tsv_adds_its_gen_cases_at_the_last_checkpoint(compare, tmp_path):
+    """A cases.tsv of `fairseq-entropy aggregate` (its CASE_COLUMNS) adds one column per
+    preset and level: the gen split's cases at the last checkpoint, not the test split, the
+    best checkpoint or the per-type rows."""
+    from fairseq_entropy.analysis.cases import CASE_COLUMNS
+
+    key = {"experiment": "cogs+gen", "preset": "p", "level": "vf", "checkpoint": "last",
+           "schedule": "s", "split": "gen", "seeds": "2", "n": "2000", "std": "0.1",
+           "min": "0", "max": "1"}
+    rows = [dict(key, case="prim_to_subj_proper", type="lexical", mean="0.2"),
+            dict(key, case="subj_to_obj_proper", type="lexical", mean="0.9"),
+            dict(key, case="prim_to_obj_proper", type="lexical", mean="0.5"),
+            dict(key, case="type:lexical", type="lexical", mean="0.5"),
+            dict(key, case="prim_to_subj_proper", type="lexical", mean="0.99",
+                 checkpoint="best"),
+            dict(key, case="in_distribution", type="in_distribution", mean="1.0",
+                 split="test", experiment="cogs")]
+    cases = tmp_path / "cases.tsv"
+    with open(cases, "w") as f:
+        w = csv.DictWriter(f, CASE_COLUMNS, delimiter="\t", lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+    out = tmp_path / "out"
+    compare.main(write_entropy(tmp_path), write_logs(compare, tmp_path), out, cases)
+    table = {r["case"]: r for r in csv.DictReader(open(out / "comparison.tsv"), delimiter="\t")}
+    assert [table[c]["ours_p_vf"] for c in ("prim_to_subj_proper", "subj_to_obj_proper",
+                                            "prim_to_obj_proper", "pp_recursion")] == \
+        ["0.2000", "0.9000", "0.5000", ""]
+    # seen entropy 7, 5, 6 against accuracy .2, .9, .5: reversed order, rho = -1, p = 2/6
+    spearman = {(r["model"], r["entropy"], r["cases"]): r
+                for r in csv.DictReader(open(out / "spearman.tsv"), delimiter="\t")}
+    r = spearman[("ours_p_vf", "seen_slot_entropy_bits", "all")]
+    assert (r["lexical_cases"], r["rho"], r["p_permutation"]) == ("3", "-1.0000", "0.3333")
+    sources = {r["column"]: r["source"]
+               for r in csv.DictReader(open(out / "sources.tsv"), delimiter="\t")}
+    assert sources["ours_p_vf"] == f"this product: {cases}, seeds 2, last checkpoint"
