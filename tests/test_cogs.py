@@ -277,6 +277,11 @@ def test_aggregate_tables_cogs_cases_over_seeds(tmp_path, capsys):
         ("cogs+gen", "subj_to_obj_common", "1,2", "0.500000"),
         ("cogs+gen", "type:lexical", "1,2", "0.500000")]
     assert not (tmp_path / "agg" / "report.md").exists()  # no entropy level: no curves
+    # cases.md: the same numbers; std of 0.25 and 0.75 (ddof 1) = 0.5 / sqrt(2) = 0.354
+    md = (tmp_path / "agg" / "cases.md").read_text().splitlines()
+    assert "## cogs_transformer_sinusoidal, vf: gen split, last checkpoint" in md
+    assert "| `subj_to_obj_common` | lexical | 1,2 | 4 | 0.500 | 0.354 | 0.250 | 0.750 |" in md
+    assert "| **type:lexical** | lexical | 1,2 | 4 | 0.500 | 0.354 | 0.250 | 0.750 |" in md
 
 
 def test_prepare_cogs_script(tmp_path):

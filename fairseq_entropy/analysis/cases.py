@@ -5,7 +5,7 @@ One row per (experiment, preset, level, checkpoint, schedule, split, case): the 
 (:func:`~fairseq_entropy.cogs.data.case_type`), the seeds, the sentences per seed, and the
 mean, standard deviation (over seeds, ``ddof=1``; empty for one seed), minimum and maximum of
 the exact-match accuracy.  Rows of a case type (``type:lexical``, ...) follow the cases of a
-group.
+group.  ``cases.md`` holds the same numbers as one markdown table per group.
 """
 
 from __future__ import annotations
@@ -68,9 +68,36 @@ def case_rows(rows: Sequence[dict]) -> List[dict]:
     return out
 
 
+def cases_markdown(table: Sequence[dict]) -> str:
+    """``cases.md``: the rows of :func:`case_rows` as one markdown table per group
+    (experiment, preset, level, checkpoint, schedule, split), accuracies to 3 decimals."""
+    def num(v):
+        return "" if v is None else f"{v:.3f}"
+
+    lines = ["# Exact match per case", "",
+             "Written by `fairseq-entropy aggregate` beside `cases.tsv`: per case, the seeds, "
+             "the sentences per seed and the accuracy over seeds (std with ddof = 1; empty "
+             "for one seed). `type:` rows pool the cases of a type."]
+    group = None
+    for t in table:
+        key = tuple(t[c] for c in CASE_COLUMNS[:6])
+        if key != group:
+            group = key
+            exp, preset, level, checkpoint, schedule, split = key
+            lines += ["", f"## {preset}, {level}: {split} split, {checkpoint} checkpoint", "",
+                      f"Experiment `{exp}`, schedule `{schedule}`.", "",
+                      "| case | type | seeds | sentences | mean | std | min | max |",
+                      "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+        name = f"**{t['case']}**" if t["case"].startswith("type:") else f"`{t['case']}`"
+        lines.append(f"| {name} | {t['type']} | {t['seeds']} | {t['n']} | {num(t['mean'])} | "
+                     f"{num(t['std'])} | {num(t['min'])} | {num(t['max'])} |")
+    return "\n".join(lines) + "\n"
+
+
 def write_cases_tsv(rows: Sequence[dict], out_dir: str | os.PathLike):
-    """Write ``out_dir/cases.tsv`` (:func:`case_rows`) when any score has cases; returns its
-    path, or None (nothing written)."""
+    """Write ``out_dir/cases.tsv`` (:func:`case_rows`) and ``out_dir/cases.md``
+    (:func:`cases_markdown`) when any score has cases; returns the ``cases.tsv`` path, or
+    None (nothing written)."""
     table = case_rows(rows)
     if not table:
         return None
@@ -80,4 +107,5 @@ def write_cases_tsv(rows: Sequence[dict], out_dir: str | os.PathLike):
                                else str(t[c]) for c in CASE_COLUMNS))
     path = Path(out_dir) / "cases.tsv"
     atomic_write_text(path, "\n".join(lines) + "\n")
+    atomic_write_text(Path(out_dir) / "cases.md", cases_markdown(table))
     return path

@@ -11,8 +11,8 @@ def add_parser(sub) -> None:
                    "score.json files, or results.tsv files of earlier aggregates (to add new "
                    "seeds or levels to committed results)")
     a.add_argument("--out", required=True, help="output directory for results.tsv, summary.tsv, "
-                   "curves.tsv, the figures and report.md (and cases.tsv, accuracy per case over "
-                   "seeds, for data with cases such as COGS)")
+                   "curves.tsv, the figures and report.md (and cases.tsv and cases.md, accuracy "
+                   "per case over seeds, for data with cases such as COGS)")
 
 
 def run(args) -> None:
@@ -32,4 +32,4 @@ def run(args) -> None:
     if res["report"] is not None:
         print(f"summary: {res['summary']}\nplot:    {res['plot']}\nreport:  {res['report']}")
     if res["cases"] is not None:
-        print(f"cases:   {res['cases']}")
+        print(f"cases:   {res['cases']} ({res['cases'].with_suffix('.md').name} beside it)")
