@@ -84,3 +84,31 @@ def test_decoder_only_models_map_to_the_papers_encoder_decoder_names():
     assert paper_model_name("stock_transformer_exp2_lm") == "transformer_sinusoidal"
     assert paper_model_name("cnn_authors") == "cnn"
     assert paper_model_name("rnn") == "rnn"
+
+
+def test_a_decoder_only_curve_alone_is_drawn_beside_the_papers_encoder_decoder(tmp_path, drawn):
+    """Without an encoder-decoder of ours in the panel, the paper's encoder-decoder is drawn
+    once, and its label says which model family it is."""
+    figures = drawn
+    src = decoder_only_results(tmp_path)
+    with open(src, newline="") as f:
+        reader = csv.DictReader(f, delimiter="\t")
+        fields, rows = reader.fieldnames, [r for r in reader if r["model_family"] ==
+                                           "decoder-only"]
+    only = tmp_path / "only.tsv"
+    with open(only, "w", newline="") as f:
+        w = csv.DictWriter(f, fields, delimiter="\t", lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+    aggregate([only], tmp_path / "agg")
+    (ax,) = [a for a in figures["fig_exp1.png"].axes if a.get_visible()]
+    assert ax.get_title() == "exp1_lm_sinusoidal"
+    papers = [ln for ln in ax.get_lines() if ln.get_label().startswith("paper")]
+    assert [ln.get_label() for ln in papers] == ["paper encoder-decoder, mean +- std of 5 seeds"]
+    # the paper's sinusoidal Transformer at N = 6000, from the summary's own paper column
+    with open(tmp_path / "agg" / "summary.tsv", newline="") as f:
+        means = sorted((float(r["entropy_bits"]), float(r["paper_mean"]))
+                       for r in csv.DictReader(f, delimiter="\t") if r["checkpoint"] == "last")
+    xs, ys = papers[0].get_data()
+    assert max(abs(x - round(b * 2) / 2) for x, (b, _) in zip(xs, means)) < 1e-9
+    assert max(abs(y - m) for y, (_, m) in zip(ys, means)) < 1e-6

@@ -246,8 +246,8 @@ def plot_figure(cells: Sequence[dict], paper_rows: Sequence[dict], name: str,
                         linestyle=":" if only else "-", color=f"C{i}", capsize=3,
                         linewidth=1.8, zorder=3, label=f"{label}, {_seeds_label(counts, any(ci))}")
             _plot_fit(ax, (fits or {}).get(st.curve_key(rs[0])), f"C{i}")
-            if only:
-                continue  # the paper trained no decoder-only model
+            if only and any(line[2] != DECODER_ONLY for line in lines_):
+                continue  # the paper's encoder-decoder is drawn with ours
             find = paper_lookup(paper_rows, paper_model)
             ref = [(c["entropy_bits"], find(c["experiment"], model, c["train_size"] or None,
                                             c["entropy_bits"])[0]) for c in rs]
@@ -264,7 +264,8 @@ def plot_figure(cells: Sequence[dict], paper_rows: Sequence[dict], name: str,
             grey = PAPER_COLOURS[i % len(PAPER_COLOURS)]
             ax.plot(px, pm, linestyle="--", marker=PAPER_MARKERS[i % len(PAPER_MARKERS)],
                     color=grey, linewidth=1.2, zorder=2,
-                    label=f"paper{' (N=' + str(n) + ')' if len(sizes) > 1 else ''}, "
+                    label=f"paper{' encoder-decoder' if only else ''}"
+                          f"{' (N=' + str(n) + ')' if len(sizes) > 1 else ''}, "
                           "mean +- std of 5 seeds")
             ax.fill_between(px, [m - s for m, s in zip(pm, ps)], [m + s for m, s in zip(pm, ps)],
                             color=grey, alpha=0.15, zorder=1, linewidth=0)
