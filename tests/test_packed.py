@@ -55,7 +55,20 @@ ARCHS = {
     "equivariant": ["--arch", "equivariant_seq2seq_small", "--cell", "gru",
                     "--encoder-bidirectional", "--embed-dim", "8", "--hidden-dim", "8",
                     "--criterion", "cross_entropy"],
+    # as its preset (exp1_rnn_h64) trains it: the decoder fed its own greedy predictions up
+    # to its predicted </s>, so the runs' sequences differ in length
+    "rnn": ["--arch", "rnn_seq2seq_exp1_rnn_h64", "--criterion",
+            "teacher_forcing_cross_entropy", "--teacher-forcing-ratio", "0",
+            "--stop-at-predicted-eos", "--sentence-avg"],
 }
+#: the preset's own optimizer where it is not OPTIM: the equivariant model's fairseq adam;
+#: the RNN's AdamW at a fixed lr 1e-4 without clipping
+OPTIMIZER = {"equivariant": [*OPTIM, "--optimizer", "adam"],
+             "rnn": ["--optimizer", "adamw", "--adam-betas", "(0.9,0.999)", "--adam-eps",
+                     "1e-08", "--weight-decay", "0.01", "--lr", "1e-4", "--lr-scheduler",
+                     "fixed", "--clip-norm", "0"]}
+#: sentences a batch where the preset's is not 8: the RNN's batch of 1
+BATCH = {"rnn": 1}
 GREEDY = Namespace(beam=1, max_len_a=0, max_len_b=60, min_len=1, sampling=False)
 #: parameters whose gradient is 0 in exact arithmetic (see the module docstring)
 ZERO_GRADIENT = re.compile(r"(k_proj\.bias|encoder\.layers\.2\.projection\.bias|"
@@ -68,9 +81,12 @@ def levels(tmp_path_factory):
     return write_levels(tmp_path_factory.mktemp("levels"), 24, 3)
 
 
-def train_alone_and_packed(root: Path, levels, model_args, extra=(), optim=OPTIM, batch=8):
-    """Each level trained alone (its seed) and the three packed; returns the pack dir."""
-    args = [*model_args, "--dropout", "0", *optim, "--disable-validation", *extra]
+def train_alone_and_packed(root: Path, levels, arch):
+    """Each level trained alone (its seed) and the three packed, with ``arch``'s model
+    (:data:`ARCHS`), optimizer (:data:`OPTIMIZER`, else OPTIM) and batch size (:data:`BATCH`,
+    else 8); returns the pack dir."""
+    args = [*ARCHS[arch], "--dropout", "0", *OPTIMIZER.get(arch, OPTIM), "--disable-validation"]
+    batch = BATCH.get(arch, 8)
     for i, (data, seed) in enumerate(zip(levels, SEEDS)):
         fairseq_train([data, "--task", "systematicity", "--seed", seed, *args,
                        *common_args(root / f"alone{i}", UPDATES, batch)])
@@ -121,20 +137,7 @@ def assert_same_run(alone_path, packed_path, levels_dir):
         float((la[real] - lb[real]).abs().max())
 
 
-#: the preset's own optimizer where it is not AdamW (the equivariant model: fairseq's adam)
-OPTIMIZER = {"equivariant": ["--optimizer", "adam"]}
-
-
-#: the RNN as its preset trains it (exp1_rnn_h64): batch 1, AdamW at a fixed lr 1e-4, no
-#: clipping, and the decoder fed its own greedy predictions up to its predicted </s>
-RNN_ARCH = ["--arch", "rnn_seq2seq_exp1_rnn_h64", "--criterion", "teacher_forcing_cross_entropy",
-            "--teacher-forcing-ratio", "0", "--stop-at-predicted-eos", "--sentence-avg"]
-RNN_OPTIM = ["--optimizer", "adamw", "--adam-betas", "(0.9,0.999)", "--adam-eps", "1e-08",
-             "--weight-decay", "0.01", "--lr", "1e-4", "--lr-scheduler", "fixed",
-             "--clip-norm", "0"]
-
-
-@pytest.mark.parametrize("arch", [*ARCHS, "rnn"])
+@pytest.mark.parametrize("arch", list(ARCHS))
 def test_packed_runs_train_as_the_runs_alone(arch, levels, tmp_path):
     """Three runs (different seeds and levels) packed against each trained alone, 20 updates.
 
@@ -142,10 +145,7 @@ def test_packed_runs_train_as_the_runs_alone(arch, levels, tmp_path):
     runs' sequences differ in length) is measured at most 7e-7 from its run alone at the
     preset's lr 1e-4 (6.7e-6 at lr 1e-3: Adam's rounding noise grows with lr), inside the
     tolerance of the module docstring (1e-4 x max|p| + 1e-6, about 1e-5 for its weights)."""
-    if arch == "rnn":
-        train_alone_and_packed(tmp_path, levels, RNN_ARCH, optim=RNN_OPTIM, batch=1)
-    else:
-        train_alone_and_packed(tmp_path, levels, ARCHS[arch], OPTIMIZER.get(arch, ()))
+    train_alone_and_packed(tmp_path, levels, arch)
     for i in range(3):
         assert_same_run(tmp_path / f"alone{i}" / "checkpoint_last.pt",
                         tmp_path / f"run{i}" / "checkpoints" / "checkpoint_last.pt", levels[i])
