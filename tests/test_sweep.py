@@ -285,10 +285,14 @@ def fake_cells(tmp_path):
 
 def test_submitit_executor_in_its_local_mode(tmp_path):
     cells, recipe = fake_cells(tmp_path)
+    status = tmp_path / "sweep-status.tsv"
     results = executors.run_submitit(cells, tmp_path, {"timeout_min": 5, "cpus_per_task": 1,
                                                    "slurm_partition": "unused"},
-                                 cluster="local", recipe=recipe)
+                                 cluster="local", recipe=recipe, status=status)
     assert [r.status for r in results] == ["done", "failed"]
+    # the executor itself wrote each task's row as its outcome arrived
+    rows = sorted(line.split("\t")[:3] for line in status.read_text().splitlines()[1:])
+    assert rows == [[cells[1].name, "failed", ""], [cells[0].name, "done", "0.500000"]]
     assert [r.accuracy for r in results] == [0.5, None]
     assert "exit 3: out of memory (simulated)" in results[1].reason
     assert len(list((tmp_path / "submitit").iterdir())) >= 1  # submitit's job folders
@@ -319,6 +323,30 @@ def test_status_file_keeps_the_rows_of_other_grids_in_the_same_root(tmp_path):
     ]
 
 
+
+
+def test_status_file_gets_each_cells_row_as_soon_as_it_finishes(tmp_path):
+    """One worker slot: while the second cell runs, the status file already holds the first
+    cell's outcome in place of the row a stopped sweep left, and the second's old row."""
+    status = tmp_path / "sweep-status.tsv"
+    cells = [Cell("exp1", "exp1_cnn", "cnn", 6000, s, 3.0) for s in (1, 2)]
+    stopped = "the sweep was stopped (signal 15) before this cell finished: re-run to resume"
+    sweep.write_status([sweep.CellResult(c.name, "cancelled", stopped) for c in cells], status)
+    seen = []
+
+    def runner(cell, slot):
+        seen.append(status.read_text().splitlines()[1:])
+        return sweep.CellResult(cell.name, "done", wall_s=7.0 * cell.seed,
+                                accuracy=0.25 * cell.seed)
+
+    executors.run_local(cells, tmp_path, [{}], runner, status=status)
+    first, second = cells[0].name, cells[1].name
+    assert seen == [[f"{first}\tcancelled\t\t0.0\t{stopped}",
+                     f"{second}\tcancelled\t\t0.0\t{stopped}"],
+                    [f"{first}\tdone\t0.250000\t7.0\t",
+                     f"{second}\tcancelled\t\t0.0\t{stopped}"]]
+    assert status.read_text().splitlines()[1:] == [f"{first}\tdone\t0.250000\t7.0\t",
+                                                   f"{second}\tdone\t0.500000\t14.0\t"]
 # --------------------------------------------------------------------------- kill, resume
 TINY_GRID = """experiment = "exp1"
 presets = ["exp1_cnn"]

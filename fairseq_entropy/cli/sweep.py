@@ -134,7 +134,7 @@ def run(args) -> None:
 
         ran = executors.run_local(units, root, slots,
                                   lambda u, s: executors.run_unit(u, root, s, args.recipe),
-                                  on_stop=on_stop)
+                                  on_stop=on_stop, status=status_path)
     else:
         cluster = {"slurm": "slurm", "submitit-local": "local",
                    "submitit-debug": "debug"}[args.executor]

@@ -73,8 +73,8 @@ def run_unit(unit: Unit, root: str | os.PathLike, slot: Optional[dict] = None,
 def run_local(units: Sequence[Unit], root: str | os.PathLike, slots: Sequence[dict],
               runner: Callable[[Unit, dict], CellResult | List[CellResult]] = None,
               progress: Optional[Progress] = None,
-              on_stop: Optional[Callable[[int, List[Optional[CellResult]]], None]] = None
-              ) -> List[CellResult]:
+              on_stop: Optional[Callable[[int, List[Optional[CellResult]]], None]] = None,
+              status: Optional[str | os.PathLike] = None) -> List[CellResult]:
     """Run cells and packs on this machine, one per slot at a time (:func:`device_slots`).
 
     Args:
@@ -84,6 +84,8 @@ def run_local(units: Sequence[Unit], root: str | os.PathLike, slots: Sequence[di
         on_stop: called as ``on_stop(signal, outcomes)`` when SIGINT/SIGTERM stopped the
             sweep, after every running cell's processes exited; ``outcomes[i]`` is the
             outcome of cell ``i`` of :func:`flat_cells`, None for a cell that did not finish.
+        status: a ``sweep-status.tsv`` into which each cell's outcome is merged as soon as it
+            finishes (None: none; ignored when ``progress`` is given).
 
     Returns:
         one outcome per cell of :func:`flat_cells` (``units``' cells in order).
@@ -95,7 +97,7 @@ def run_local(units: Sequence[Unit], root: str | os.PathLike, slots: Sequence[di
         index[id(u)] = list(range(first, first + len(cells_of(u))))
         first += len(cells_of(u))
     biggest = max((len(cells_of(u)) for u in units), default=1)
-    progress = progress or Progress(len(cells), len(slots) * biggest)
+    progress = progress or Progress(len(cells), len(slots) * biggest, status=status)
     free: List[dict] = list(slots)
     guard = threading.Lock()
 
@@ -105,11 +107,16 @@ def run_local(units: Sequence[Unit], root: str | os.PathLike, slots: Sequence[di
         for cell in cells_of(unit):
             progress.begin(cell.name, train_log(unit, cell, root))
         try:
-            got = runner(unit, slot)
-            return got if isinstance(got, list) else [got]
-        except Exception as e:  # a bug in one cell must not stop the others
-            return [CellResult(c.name, "failed", f"{type(e).__name__}: {e}")
-                    for c in cells_of(unit)]
+            try:
+                got = runner(unit, slot)
+                got = got if isinstance(got, list) else [got]
+            except Exception as e:  # a bug in one cell must not stop the others
+                got = [CellResult(c.name, "failed", f"{type(e).__name__}: {e}")
+                       for c in cells_of(unit)]
+            with guard:  # recorded (and in ``status``) before the slot takes the next unit
+                for r in got:
+                    progress.add(r)
+            return got
         finally:
             with guard:
                 free.append(slot)
@@ -128,7 +135,6 @@ def run_local(units: Sequence[Unit], root: str | os.PathLike, slots: Sequence[di
             for f in finished:
                 for i, r in zip(index[id(futures[f])], f.result()):
                     results[i] = r
-                    progress.add(r)
             if time.monotonic() - last >= PROGRESS_INTERVAL_S and pending:
                 print(progress.line(), file=progress.out, flush=True)
                 last = time.monotonic()
@@ -289,7 +295,8 @@ def run_submitit(cells: Sequence[Unit], root: str | os.PathLike, resources: dict
             ``AutoExecutor.update_parameters`` (``timeout_min``, ``gpus_per_node``,
             ``cpus_per_task``, ``mem_gb``, ``slurm_partition``, ``slurm_array_parallelism``...).
         cluster: None (Slurm when available, else local), ``slurm``, ``local`` or ``debug``.
-        status: the ``sweep-status.tsv`` written when a signal stops the sweep (None: none).
+        status: the ``sweep-status.tsv`` into which each cell's outcome is merged as it
+            arrives, and which a signal that stops the sweep completes (None: none).
 
     Returns:
         the cells' outcomes, in the order of :func:`flat_cells`: a task that crashed is
@@ -328,7 +335,7 @@ def run_submitit(cells: Sequence[Unit], root: str | os.PathLike, resources: dict
         print(f"submitted {len(jobs)} task(s) with {kind}: job array {array}{skipped}; logs "
               f"in {folder.parent}", flush=True)
         size = sum(map(len, tasks))
-        progress = progress or Progress(size, size)
+        progress = progress or Progress(size, size, status=status)
         for unit in chosen:
             for cell in cells_of(unit):
                 progress.begin(cell.name, train_log(unit, cell, root))

@@ -221,10 +221,16 @@ class Progress:
     cells left / workers, less the time since the last cell finished (which the running cells
     have already worked); once the running cells outlast it, how far past the estimate they
     are.  A cell whose training has ended (:func:`training_done`: it decodes) has no training
-    progress to go by: before any cell finished, the line says how many cells decode."""
+    progress to go by: before any cell finished, the line says how many cells decode.
 
-    def __init__(self, total: int, workers: int, out=None, clock=time.monotonic):
+    With ``status`` (a ``sweep-status.tsv`` path), each outcome given to :meth:`add` is also
+    merged into that file at once (:func:`write_status`), so the file shows a finished cell
+    while the sweep still runs the others."""
+
+    def __init__(self, total: int, workers: int, out=None, clock=time.monotonic,
+                 status: Optional[str | os.PathLike] = None):
         self.total, self.workers = total, max(workers, 1)
+        self.status = status
         self.results: List[CellResult] = []
         self.running: Dict[str, Path] = {}
         self.clock = clock
@@ -244,6 +250,8 @@ class Progress:
                  and r.status == "done" else "") + (f" - {r.reason}" if r.reason
                                                     and r.status != "skipped" else ""),
               file=self.out, flush=True)
+        if self.status is not None:
+            write_status([r], self.status)
 
     def _from_running_cells(self, left_cells: int, mean_run: Optional[float] = None,
                             every: bool = False) -> Optional[float]:
