@@ -323,8 +323,6 @@ def test_status_file_keeps_the_rows_of_other_grids_in_the_same_root(tmp_path):
     ]
 
 
-
-
 def test_status_file_gets_each_cells_row_as_soon_as_it_finishes(tmp_path):
     """One worker slot: while the second cell runs, the status file already holds the first
     cell's outcome in place of the row a stopped sweep left, and the second's old row."""
@@ -347,6 +345,8 @@ def test_status_file_gets_each_cells_row_as_soon_as_it_finishes(tmp_path):
                      f"{second}\tcancelled\t\t0.0\t{stopped}"]]
     assert status.read_text().splitlines()[1:] == [f"{first}\tdone\t0.250000\t7.0\t",
                                                    f"{second}\tdone\t0.500000\t14.0\t"]
+
+
 # --------------------------------------------------------------------------- kill, resume
 TINY_GRID = """experiment = "exp1"
 presets = ["exp1_cnn"]
