@@ -87,16 +87,18 @@ def test_the_cli_submits_only_the_cells_left_and_keeps_the_wall_times(tmp_path, 
     submit = next(ln for ln in out.splitlines() if ln.startswith("submitted"))
     assert submit.startswith("submitted 1 task(s) with local: job array ")
     assert "_" not in submit.split("job array ")[1].split(";")[0]  # the array, not a task
-    rows = [r.split("\t") for r in status.read_text().splitlines()[1:]]
-    assert rows == [[cells[0].name, "skipped", "0.500000", "42.5", "scored before"],
-                    [cells[1].name, "done", "0.200000", rows[1][3], ""]]
-    assert float(rows[1][3]) >= 0.3
+    rows = {r.split("\t")[0]: r.split("\t") for r in status.read_text().splitlines()[1:]}
+    wall = rows[cells[1].name][3]
+    assert rows == {cells[0].name: [cells[0].name, "skipped", "0.500000", "42.5",
+                                    "scored before"],
+                    cells[1].name: [cells[1].name, "done", "0.200000", wall, ""]}
+    assert float(wall) >= 0.3
     assert cli(args) == 0
     out = capsys.readouterr().out
     assert "nothing to run: all 2 cell(s) are scored (2) or locked by a running process (0); " \
            "nothing submitted" in out and "submitted 1" not in out
-    assert [r.split("\t")[3] for r in status.read_text().splitlines()[1:]] == ["42.5",
-                                                                             rows[1][3]]
+    walls = {r.split("\t")[0]: r.split("\t")[3] for r in status.read_text().splitlines()[1:]}
+    assert walls == {cells[0].name: "42.5", cells[1].name: wall}
 
 
 # --------------------------------------------------------------------------- cancelled tasks

@@ -291,8 +291,8 @@ def test_submitit_executor_in_its_local_mode(tmp_path):
                                  cluster="local", recipe=recipe, status=status)
     assert [r.status for r in results] == ["done", "failed"]
     # the executor itself wrote each task's row as its outcome arrived
-    rows = sorted(line.split("\t")[:3] for line in status.read_text().splitlines()[1:])
-    assert rows == [[cells[1].name, "failed", ""], [cells[0].name, "done", "0.500000"]]
+    rows = [line.split("\t")[:3] for line in status.read_text().splitlines()[1:]]
+    assert rows == [[cells[1].name, "failed", ""], [cells[0].name, "done", "0.500000"]]  # seed2, 5
     assert [r.accuracy for r in results] == [0.5, None]
     assert "exit 3: out of memory (simulated)" in results[1].reason
     assert len(list((tmp_path / "submitit").iterdir())) >= 1  # submitit's job folders
@@ -302,7 +302,8 @@ def test_submitit_executor_in_its_local_mode(tmp_path):
     assert [r.status for r in again] == ["skipped", "failed"]
     table = sweep.write_status(again, tmp_path / "status.tsv").read_text().splitlines()
     assert table[0] == "cell\tstatus\taccuracy\twall_s\treason"
-    assert table[2].startswith("exp1_cnn/n6000/seed2/entropy_3.0\tfailed\t\t")
+    assert table[1].startswith("exp1_cnn/n6000/seed2/entropy_3.0\tfailed\t\t")
+    assert table[2].startswith("exp1_cnn/n6000/seed5/entropy_3.0\tskipped\t0.500000\t")
     assert sweep.format_summary(again).startswith(
         "sweep finished: done 0, failed 1, skipped 1, locked 0, cancelled 0\n")
 
@@ -346,6 +347,48 @@ def test_status_file_gets_each_cells_row_as_soon_as_it_finishes(tmp_path):
     assert status.read_text().splitlines()[1:] == [f"{first}\tdone\t0.250000\t7.0\t",
                                                    f"{second}\tdone\t0.500000\t14.0\t"]
 
+
+
+def test_status_rows_do_not_depend_on_the_order_in_which_cells_finish(tmp_path):
+    """Rows merged one by one as cells finish end sorted by cell name, numbers as numbers."""
+    r = sweep.CellResult
+    names = ["a/n320/seed42/entropy_0.5", "a/n320/seed42/entropy_3.0",
+             "a/n320/seed231/entropy_0.0", "a/n6000/seed5/entropy_0.0", "b/n320/seed5/k_8"]
+    files = []
+    for k, order in enumerate(([4, 2, 0, 3, 1], [0, 1, 2, 3, 4], [1, 3, 0, 4, 2])):
+        status = tmp_path / f"status{k}.tsv"
+        for i in order:
+            sweep.write_status([r(names[i], "done", "", 1.0 + i, 0.1 * i)], status)
+        files.append(status.read_bytes())
+        rows = status.read_text().splitlines()[1:]
+        assert [row.split("\t")[0] for row in rows] == names
+    assert files[0] == files[1] == files[2]
+
+
+def test_a_cell_ended_by_a_stop_signal_is_recorded_cancelled_not_failed(tmp_path):
+    """The stop signal's handler stops the processes (``CHILDREN.terminate``); the cell its
+    runner reports as failed (exit -15) goes into the status file as cancelled, so a cell
+    that finished before the stop keeps its ``done``."""
+    from fairseq_entropy.experiments.processes import CHILDREN
+
+    status = tmp_path / "sweep-status.tsv"
+    cells = [Cell("exp1", "exp1_cnn", "cnn", 6000, s, 3.0) for s in (1, 2)]
+
+    def runner(cell, slot):
+        if cell.seed == 1:
+            return sweep.CellResult(cell.name, "done", wall_s=3.0, accuracy=0.5)
+        CHILDREN.stopped_by = signal.SIGINT
+        CHILDREN.terminate()
+        return sweep.CellResult(cell.name, "failed", "exit -15: killed", 4.0)
+
+    try:
+        got = executors.run_local(cells, tmp_path, [{}], runner, status=status)
+    finally:
+        CHILDREN.stopping, CHILDREN.stopped_by = False, None
+    reason = executors.stopped_reason(signal.SIGINT)
+    assert [(g.status, g.reason) for g in got] == [("done", ""), ("cancelled", reason)]
+    assert status.read_text().splitlines()[1:] == [
+        f"{cells[0].name}\tdone\t0.500000\t3.0\t", f"{cells[1].name}\tcancelled\t\t4.0\t{reason}"]
 
 # --------------------------------------------------------------------------- kill, resume
 TINY_GRID = """experiment = "exp1"

@@ -124,8 +124,7 @@ def run(args) -> None:
         ran = []
     elif args.executor == "local":
         def on_stop(sig, outcomes):  # the status file of a stopped sweep
-            reason = f"the sweep was stopped (signal {sig}) before this cell finished: re-run " \
-                     "to resume"
+            reason = executors.stopped_reason(sig)
             got = {c.name: r for c, r in zip(executors.flat_cells(units), outcomes)}
             got.update({r.cell: r for r in unplanned})
             sweep.write_status([known.get(i) or got.get(c.name) or

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -51,6 +52,11 @@ def _stop_children_on_signal(pool: ThreadPoolExecutor, on_stop: Optional[Callabl
     return stop_on_signals(CHILDREN, then=then)
 
 
+def stopped_reason(sig: int) -> str:
+    """The reason of a cell that a stop signal ``sig`` ended or kept from finishing."""
+    return f"the sweep was stopped (signal {sig}) before this cell finished: re-run to resume"
+
+
 def flat_cells(units: Sequence[Unit]) -> List[Cell]:
     """The cells of ``units`` (cells and packs), in order."""
     return [c for u in units for c in cells_of(u)]
@@ -85,7 +91,9 @@ def run_local(units: Sequence[Unit], root: str | os.PathLike, slots: Sequence[di
             sweep, after every running cell's processes exited; ``outcomes[i]`` is the
             outcome of cell ``i`` of :func:`flat_cells`, None for a cell that did not finish.
         status: a ``sweep-status.tsv`` into which each cell's outcome is merged as soon as it
-            finishes (None: none; ignored when ``progress`` is given).
+            finishes (None: none; ignored when ``progress`` is given).  A cell that ends
+            unfinished after a stop signal is recorded ``cancelled``
+            (:func:`stopped_reason`), not ``failed``.
 
     Returns:
         one outcome per cell of :func:`flat_cells` (``units``' cells in order).
@@ -114,6 +122,11 @@ def run_local(units: Sequence[Unit], root: str | os.PathLike, slots: Sequence[di
                 got = [CellResult(c.name, "failed", f"{type(e).__name__}: {e}")
                        for c in cells_of(unit)]
             with guard:  # recorded (and in ``status``) before the slot takes the next unit
+                if CHILDREN.stopping:  # a stop signal ended the cell's processes
+                    sig = CHILDREN.stopped_by or signal.SIGTERM
+                    got = [r if r.status == "done" else
+                           CellResult(r.cell, "cancelled", stopped_reason(sig), r.wall_s)
+                           for r in got]
                 for r in got:
                     progress.add(r)
             return got

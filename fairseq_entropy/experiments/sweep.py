@@ -28,6 +28,7 @@ import fcntl
 import io
 import math
 import os
+import re
 import subprocess
 import sys
 import time
@@ -301,12 +302,21 @@ def summarize(results: Sequence[CellResult]) -> Dict[str, int]:
     return {s: sum(r.status == s for r in results) for s in STATUSES}
 
 
+def natural_key(name: str) -> tuple:
+    """Sort key of a cell name comparing its runs of digits as numbers: ``seed42`` sorts
+    before ``seed231``, ``entropy_0.5`` before ``entropy_3.0``, ``n320`` before ``n6000``."""
+    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part)
+                 for part in re.split(r"(\d+)", name))
+
+
 def write_status(results: Sequence[CellResult], path: str | os.PathLike) -> Path:
     """``sweep-status.tsv``: cell, status, accuracy, wall seconds, reason.
 
     Merged with the file already there: the rows of ``results`` replace the rows of the same
-    cells, in place, and the rows of other cells (another grid or seed run into the same
-    root) are kept.  A ``skipped`` cell keeps the wall time of its row (the run it skipped).
+    cells, and the rows of other cells (another grid or seed run into the same root) are
+    kept.  Rows are sorted by cell name with numbers compared as numbers (preset, size, seed,
+    level: ``seed42`` before ``seed231``), so the file does not depend on the order in which
+    cells finished.  A ``skipped`` cell keeps the wall time of its row (the run it skipped).
     The read-merge-write holds an exclusive lock on ``.<name>.lock`` beside
     the file, so sweeps that finish at the same time do not drop each other's rows; the file
     itself is replaced whole (never half-written)."""
@@ -327,10 +337,11 @@ def write_status(results: Sequence[CellResult], path: str | os.PathLike) -> Path
             if row[1] == "skipped" and old and len(old) > 3 and old[3]:
                 row[3] = old[3]
             rows[cell] = row
+        ordered = [rows[c] for c in sorted(rows, key=natural_key)]
         buf = io.StringIO()
         w = csv.writer(buf, delimiter="\t", lineterminator="\n")
         w.writerow(header)
-        w.writerows(rows.values())
+        w.writerows(ordered)
         atomic_write_text(path, buf.getvalue())
     return path
 
