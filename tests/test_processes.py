@@ -315,3 +315,49 @@ def test_term_to_lock_says_so_when_a_process_that_left_the_group_holds_the_lock(
         assert locks.run_locked(run, ["true"]) == locks.LOCKED_EXIT
     finally:
         os.kill(escaped, signal.SIGKILL)
+
+
+# a stop signal whose handler runs while the main thread is inside ProcessGroups.start (in
+# Popen, holding the registry's lock, the child forked but not registered yet)
+SIGNAL_WHILE_STARTING = textwrap.dedent("""
+    import os, signal, subprocess, sys
+    from fairseq_entropy.experiments import processes, run
+
+    children = processes.ProcessGroups()
+
+    class SignalledWhileStarting(subprocess.Popen):
+        def __init__(self, *args, **kw):
+            super().__init__(*args, **kw)
+            print("child", self.pid, flush=True)
+            os.kill(os.getpid(), signal.SIGTERM)  # its handler runs before start() returns
+            print("handler ran inside start:", children.stopping, flush=True)
+
+    subprocess.Popen = SignalledWhileStarting
+    if sys.argv[1] == "plain":  # a submitit task's or the lock command's handling
+        stop = processes.stop_on_signals(children, grace_s=5)
+    else:  # a run's: RunStopped once no child runs
+        stop = run._stop_on_signal(children)
+    try:
+        with stop:
+            p = run._start(children, ["sleep", "60"])
+            print("exit", run._wait(children, p) if sys.argv[1] == "run" else children.wait(p),
+                  flush=True)
+    except run.RunStopped as e:
+        print("stopped", e.signal, flush=True)
+""")
+
+
+def test_a_stop_signal_while_a_child_starts_stops_it_without_a_hang(tmp_path):
+    """The handler takes the registry's lock the interrupted start holds (re-entrant, no
+    deadlock), and the child forked before the signal is stopped once registered (a run's
+    handler does not raise while a child is being started, which would leave it running)."""
+    script = tmp_path / "signalled.py"
+    script.write_text(SIGNAL_WHILE_STARTING)
+    for how, last in (("plain", "exit -15"), ("run", "stopped 15")):
+        res = subprocess.run([sys.executable, str(script), how], capture_output=True,
+                             text=True, env=env(), timeout=30)
+        lines = res.stdout.splitlines()
+        assert res.returncode == 0 and lines[1:] == ["handler ran inside start: True", last], \
+            (how, res.stdout, res.stderr[-2000:])
+        child = int(lines[0].split()[1])
+        wait_for(lambda: not alive(child), timeout=5, what=f"{how}: the child's exit")

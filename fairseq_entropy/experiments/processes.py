@@ -49,14 +49,25 @@ class ProcessGroups:
     """Registry of the running children, each the leader of its own process group."""
 
     def __init__(self):
-        self.lock = threading.Lock()
+        # re-entrant: a stop signal's handler (:func:`stop_on_signals`) runs in the main
+        # thread between two bytecodes, possibly inside :meth:`start` or :meth:`done` of that
+        # same thread, and takes the lock again in :meth:`terminate`
+        self.lock = threading.RLock()
         self.procs: set = set()
+        #: children being started (in ``Popen``, not registered yet)
+        self.starting = 0
         self.stopping = False
+        #: the signal :meth:`terminate` sent last
+        self.sent: Optional[int] = None
         #: the signal that stopped the owner, when one did (set by the owner's handler)
         self.stopped_by: Optional[int] = None
 
     def start(self, cmd: Sequence[str], **kw) -> subprocess.Popen:
         """``subprocess.Popen(cmd, start_new_session=True, **kw)``, registered.
+
+        A :meth:`terminate` that comes while the process is being started (a stop signal's
+        handler run inside ``Popen``, before the process is registered) reaches it as soon as
+        it is registered: it gets the signal ``terminate`` sent.
 
         Raises:
             Stopping: :meth:`terminate` was called before.
@@ -64,8 +75,14 @@ class ProcessGroups:
         with self.lock:
             if self.stopping:
                 raise Stopping("stopping: no new process is started")
-            p = subprocess.Popen(list(cmd), start_new_session=True, **kw)
-            self.procs.add(p)
+            self.starting += 1
+            try:
+                p = subprocess.Popen(list(cmd), start_new_session=True, **kw)
+                self.procs.add(p)
+            finally:
+                self.starting -= 1
+            if self.stopping:
+                _killpg(p.pid, self.sent)
             return p
 
     def wait(self, p: subprocess.Popen) -> int:
@@ -90,20 +107,25 @@ class ProcessGroups:
             self.procs.discard(p)
 
     def running(self) -> bool:
-        """Whether a registered child has not been :meth:`done` yet."""
+        """Whether a child is being started, or registered and not :meth:`done` yet."""
         with self.lock:
-            return bool(self.procs)
+            return bool(self.procs) or self.starting > 0
 
     def terminate(self, sig: int = signal.SIGTERM) -> None:
         """Send ``sig`` to the process group of every registered child; no child is started
         from now on."""
         with self.lock:
-            self.stopping = True
+            self.stopping, self.sent = True, sig
             for p in self.procs:
-                try:
-                    os.killpg(p.pid, sig)
-                except ProcessLookupError:
-                    pass
+                _killpg(p.pid, sig)
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    """``os.killpg(pgid, sig)``; a group already gone is no error."""
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        pass
 
 
 def group_alive(pgid: int) -> bool:
