@@ -72,6 +72,10 @@ def test_chunked_step_gives_the_batch_loss_and_gradient(arch):
     assert float(c_loss) == pytest.approx(float(loss.detach()), rel=1e-5)
     assert c_log["ntokens"] == log["ntokens"] and c_log["nsentences"] == log["nsentences"]
     assert float(c_log["loss"]) == pytest.approx(float(log["loss"]), rel=1e-5)
+    # float32 sums of three chunks against one batch differ by rounding relative to the
+    # tensor's scale (measured at most 6e-6 x max|grad|, on elements near 0), while a chunk
+    # weighted wrongly is off by a fraction of the gradient itself
     for n, p in model.named_parameters():
         if n in whole:
-            torch.testing.assert_close(p.grad, whole[n], rtol=1e-4, atol=1e-6, msg=n)
+            atol = 1e-5 * float(whole[n].abs().max()) + 1e-6
+            torch.testing.assert_close(p.grad, whole[n], rtol=1e-4, atol=atol, msg=n)

@@ -75,7 +75,9 @@ start() {
     if alive munged || ! munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
         start_daemon munged /run/munge/munged.pid runuser -u munge -- /usr/sbin/munged
     fi
-    start_daemon slurmctld /run/slurm/slurmctld.pid /usr/sbin/slurmctld
+    # -c: an empty queue, not the jobs an earlier controller left in its saved state (a test
+    # run killed mid-way leaves its job array there, and it would hold the node's CPUs)
+    start_daemon slurmctld /run/slurm/slurmctld.pid /usr/sbin/slurmctld -c
     start_daemon slurmd /run/slurm/slurmd.pid /usr/sbin/slurmd
     # the node is idle once slurmd registered with the controller
     for _ in $(seq 60); do
