@@ -155,7 +155,9 @@ fi
 # core with one thread each (the CNN is bound by arithmetic at batch 32: a second thread adds
 # little, and packing adds the padding of every run's batch to the pack's longest target).
 nlevels=$(awk -F, '{print NF}' <<< "$levels")
-if [ "$device" = cpu ]; then jobs=${JOBS:-$(nproc)}; else jobs=${JOBS:-1}; fi
+# (nproc without OMP_NUM_THREADS, which nproc would report instead of the cores)
+if [ "$device" = cpu ]; then jobs=${JOBS:-$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)}
+else jobs=${JOBS:-1}; fi
 size=0
 if [ "${PACK:-1}" = 1 ]; then size=$(( (nlevels + jobs - 1) / jobs )); fi  # one pack per slot
 export SCORE_BEST=${SCORE_BEST:-0}

@@ -9,7 +9,8 @@
 #
 # The configuration is ../shared/reference/slurm/slurm.conf.template relative to the
 # repository (its README tells how it was made), else the copy beside this script; @HOST@ is
-# replaced with `hostname -s` and @CPUS@ with `nproc`.  Exit status: 0 done, 1 a daemon did not
+# replaced with `hostname -s` and @CPUS@ with the CPUs this process may use (`nproc`, without
+# the OpenMP variables that it would otherwise report instead).  Exit status: 0 done, 1 a daemon did not
 # start (its log is named), 3 cannot start here (not root, or apt-get failed); the reason is
 # the last line of standard error.
 set -euo pipefail
@@ -41,7 +42,9 @@ write_conf() {
     local template="$repo/../shared/reference/slurm/slurm.conf.template"
     [ -f "$template" ] || template="$here/slurm.conf.template"
     mkdir -p /etc/slurm
-    sed -e "s/@HOST@/$(hostname -s)/g" -e "s/@CPUS@/$(nproc)/g" "$template" > "$conf.tmp"
+    local cpus
+    cpus=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
+    sed -e "s/@HOST@/$(hostname -s)/g" -e "s/@CPUS@/$cpus/g" "$template" > "$conf.tmp"
     mv "$conf.tmp" "$conf"
 }
 

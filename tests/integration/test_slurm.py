@@ -57,11 +57,18 @@ def cluster():
     subprocess.run(["bash", str(SCRIPT), "stop"], capture_output=True, timeout=120)
 
 
-def tiny_root(tmp: Path) -> Path:
+def node_cpus() -> int:
+    """The CPUs Slurm gives the test node (its configuration, as sinfo reports it)."""
+    return int(subprocess.run(["sinfo", "-h", "-o", "%c"], capture_output=True, text=True,
+                              check=True).stdout.split()[0])
+
+
+def tiny_root(tmp: Path, cpus: int) -> Path:
     """Two cells' binarized levels (320 training commands, 48 test commands), and two grids of
-    the same cells: 1 CPU per task (both run at once) and 2 (the second waits)."""
+    the same cells: 1 CPU per task (both run at once on a node of 2 or more) and all ``cpus``
+    of the node (the second task waits for the first)."""
     (tmp / "one.toml").write_text(GRID.format(cpus=1))
-    (tmp / "two.toml").write_text(GRID.format(cpus=2))
+    (tmp / "whole.toml").write_text(GRID.format(cpus=cpus))
     for cell in load_grid(tmp / "one.toml").cells():
         build = cell.build_dir(tmp)
         assert cli(["build", "exp1", "--out", str(build), "--levels", "3", "--n", "320",
@@ -85,13 +92,21 @@ def queue() -> dict:
     return dict(line.split() for line in out.splitlines() if line.strip())
 
 
+def why() -> str:
+    """The queue with each task's pending reason, and the node's state, for failure messages."""
+    run = lambda *a: subprocess.run(a, capture_output=True, text=True).stdout.strip()  # noqa: E731
+    return (f"queue: {run('squeue', '-h', '--array', '-o', '%i %T %r')!r}; "
+            f"node: {run('sinfo', '-h', '-N', '-o', '%N %t %c %C %E')!r}")
+
+
 def status(root: Path) -> dict:
     rows = (root / "sweep-status.tsv").read_text().splitlines()[1:]
     return {r.split("\t")[0]: r.split("\t") for r in rows}
 
 
 def test_slurm_sweep_scores_skips_cancels_and_resumes(cluster, tmp_path):
-    root = tiny_root(tmp_path)
+    cpus = node_cpus()
+    root = tiny_root(tmp_path, cpus)
     cells = load_grid(root / "one.toml").cells()
 
     # 1. both cells run as one array, and are scored
@@ -119,15 +134,15 @@ def test_slurm_sweep_scores_skips_cancels_and_resumes(cluster, tmp_path):
     assert sorted((root / "submitit").iterdir()) == jobs
     assert [status(root)[c.name][1:4:2] for c in cells] == [["skipped", w] for w in walls]
 
-    # 3. 2 CPUs per task on a 2-CPU node: one task runs, the other waits; cancel both
+    # 3. every CPU of the node per task: one task runs, the other waits; cancel both
     for c in cells:
         shutil.rmtree(c.run_dir(root))
-    p = sweep(root, "two.toml")
+    p = sweep(root, "whole.toml")
     deadline = time.monotonic() + 120
     while sorted(queue().values()) != ["PENDING", "RUNNING"] and time.monotonic() < deadline:
         time.sleep(0.5)
     tasks = queue()
-    assert sorted(tasks.values()) == ["PENDING", "RUNNING"], tasks
+    assert sorted(tasks.values()) == ["PENDING", "RUNNING"], why()
     running = next(t for t, s in tasks.items() if s == "RUNNING")
     subprocess.run(["scancel", next(t for t, s in tasks.items() if s == "PENDING")], check=True)
     cell = cells[int(running.split("_")[1])]
@@ -144,16 +159,16 @@ def test_slurm_sweep_scores_skips_cancels_and_resumes(cluster, tmp_path):
         "Fix: re-run the same command to resume them (finished cells are skipped)")
     assert {status(root)[c.name][1] for c in cells} == {"cancelled"}
     log = root / "submitit" / running / f"{running}_0_log.out"
-    assert f"{cell.name}: 2 thread(s) per process (SLURM_CPUS_PER_TASK)" in log.read_text()
+    assert f"{cell.name}: {cpus} thread(s) per process (SLURM_CPUS_PER_TASK)" in log.read_text()
 
     # 4. SIGTERM of the sweep cancels its array and writes the status file
     while queue() and time.monotonic() < deadline + 60:
         time.sleep(0.5)
-    p = sweep(root, "two.toml")
+    p = sweep(root, "whole.toml")
     deadline = time.monotonic() + 120
     while "RUNNING" not in queue().values() and time.monotonic() < deadline:
         time.sleep(0.5)
-    assert "RUNNING" in queue().values()
+    assert "RUNNING" in queue().values(), why()
     p.send_signal(signal.SIGTERM)
     out, _ = p.communicate(timeout=60)
     assert p.returncode == 128 + signal.SIGTERM, out
@@ -166,7 +181,7 @@ def test_slurm_sweep_scores_skips_cancels_and_resumes(cluster, tmp_path):
     # 5. once Slurm has ended the tasks, the rerun resumes both cells to scores
     while queue() and time.monotonic() < deadline + 60:
         time.sleep(0.5)
-    assert not queue()
+    assert not queue(), why()
     p = sweep(root, "one.toml")
     out, _ = p.communicate(timeout=300)
     assert p.returncode == 0, out
