@@ -211,3 +211,18 @@ def test_quickstart_trains_its_levels_as_one_pack_per_slot(tmp_path):
     bad = subprocess.run(["bash", str(REPO / "recipes" / "quickstart.sh")], capture_output=True,
                          text=True, env=dict(env, PACK="2"))
     assert bad.returncode == 2 and bad.stderr.startswith("PACK=2: expected 1 or 0")
+
+
+def test_shell_scripts_count_cores_without_openmp_variables():
+    """``nproc`` prints OMP_NUM_THREADS when it is set (the tests set it to 1): a script that
+    sizes its workers or a Slurm node by ``nproc`` must unset it, or it sees one core."""
+    scripts = [p for d in ("recipes", "preprocess", "tests", ".ci") for p in (REPO / d).rglob("*")
+               if p.is_file() and (p.suffix == ".sh" or p.name == "run")]
+    calls = [(p.name, line) for p in scripts for line in p.read_text().splitlines()
+             if "nproc" in line and not line.lstrip().startswith("#")]
+    assert calls, "no script counts cores: the check below would pass vacuously"
+    bare = [(name, line) for name, line in calls if "-u OMP_NUM_THREADS" not in line]
+    assert not bare, bare
+    res = subprocess.run(["bash", "-c", "env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc"],
+                         capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert int(res.stdout) == len(os.sched_getaffinity(0))
