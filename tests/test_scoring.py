@@ -476,6 +476,23 @@ def test_data_variants_are_curves_of_their_own_without_paper_values(tmp_path, ca
     assert data_variant({"component": "repetition", "restricted_value": "twice",
                          "subword": {"vocab_size": 23, "side": "source"}}) == \
         "repetition=twice+spm23-source"
+    # the data's verbs, restricted verb, grammar and support order (Experiments 1 and 2)
+    eight = ["walk", "run", "look", "jump", "sprint", "crawl", "squat", "lunge"]
+    assert data_variant({"experiment": "exp1", "verbs": eight[::-1],
+                         "restricted_verb": "jump", "grammar": "paper"}) == ""
+    assert data_variant({"experiment": "exp1", "verbs": ["walk", "jump"],
+                         "component": "direction", "restricted_value": "left"}) == \
+        "verbs=walk-jump+direction=left"
+    assert data_variant({"experiment": "exp1", "restricted_verb": "walk"}) == "verb=walk"
+    assert data_variant({"experiment": "exp2", "restricted_verb": "lunge"}) == ""
+    assert data_variant({"experiment": "exp2", "restricted_verb": "jump"}) == "verb=jump"
+    assert data_variant({"experiment": "exp2", "support_order": eight}) == \
+        "order=" + "-".join(eight)
+    assert data_variant({"experiment": "exp1", "grammar": "scan"}) == "grammar=scan"
+    # a SCAN-file level (its own experiment and grammar) and COGS are not variants
+    assert data_variant({"experiment": "scan", "grammar": "scan",
+                         "verbs": ["walk", "run", "look", "jump"]}) == ""
+    assert data_variant({"experiment": "cogs"}) == ""
     gen = tmp_path / "gen.txt"
     gen.write_text(GEN)
     level = make_level(tmp_path / "level", component="direction", restricted_value="left",

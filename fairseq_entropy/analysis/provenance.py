@@ -215,15 +215,40 @@ def schedule_label(schedule: Optional[dict]) -> str:
 
 
 def data_variant(manifest: dict) -> str:
-    """How a level's data departs from the paper's setup (restricted verbs, word tokens), as
-    recorded in its manifest: ``""`` for the paper's setup, else ``+``-joined parts,
-    ``<component>=<restricted value>`` for another component class (``build --component``)
-    and ``spm<N>`` (``spm<N>-source`` for commands only) for subword tokens
-    (``binarize --spm-vocab``), e.g. ``direction=left`` or ``spm48``.
+    """How a level's data departs from the paper's setup, as recorded in its manifest: ``""``
+    for the paper's setup, else ``+``-joined parts, in this order:
 
-    Aggregates keep each variant a curve of its own, named ``<experiment>+<variant>``, which
-    the paper's tables (verbs, word tokens) do not cover."""
+    - ``grammar=<name>``: an Experiment 1 or 2 build on another grammar than the paper's;
+    - ``verbs=<v1-v2-...>``: another verb set than the paper's 8 (``build --verbs``; a
+      reordering of the 8 is the same set);
+    - ``verb=<v>``: another restricted verb than the paper's (jump in Experiment 1, lunge in
+      Experiment 2; ``build --restricted-verb``);
+    - ``order=<v1-v2-...>``: another Experiment 2 support order than the authors';
+    - ``<component>=<restricted value>``: another component class (``build --component``);
+    - ``spm<N>`` (``spm<N>-source`` for commands only): subword tokens
+      (``binarize --spm-vocab``).
+
+    e.g. ``direction=left``, ``verb=walk`` or ``verbs=walk-jump+spm48``.  Aggregates keep each
+    variant a curve of its own, named ``<experiment>+<variant>``, without the paper's values:
+    scores of different data are never seeds of one cell.  The validation fraction is not
+    part of it (it changes only the held-out validation set)."""
+    from ..scan.builders import AUTHORS_SUPPORT_ORDER, RESTRICTED_VERB
+    from ..scan.grammar import PAPER_VERBS
+
     parts = []
+    experiment = manifest.get("experiment")
+    if experiment in RESTRICTED_VERB:
+        if manifest.get("grammar", "paper") != "paper":
+            parts.append(f"grammar={manifest['grammar']}")
+        verbs = manifest.get("verbs") or list(PAPER_VERBS)
+        if sorted(verbs) != sorted(PAPER_VERBS):
+            parts.append(f"verbs={'-'.join(verbs)}")
+        restricted = manifest.get("restricted_verb") or RESTRICTED_VERB[experiment]
+        if restricted != RESTRICTED_VERB[experiment]:
+            parts.append(f"verb={restricted}")
+        order = manifest.get("support_order") or list(AUTHORS_SUPPORT_ORDER)
+        if experiment == "exp2" and list(order) != list(AUTHORS_SUPPORT_ORDER):
+            parts.append(f"order={'-'.join(order)}")
     component = manifest.get("component", "verb")
     if component != "verb":
         parts.append(f"{component}={manifest.get('restricted_value')}")

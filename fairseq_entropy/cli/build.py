@@ -12,7 +12,7 @@ from . import options
 
 def add_parser(sub) -> None:
     """Add the ``build`` subcommand to the subparsers ``sub``."""
-    from ..scan.builders import AUTHORS_SUPPORT_ORDER
+    from ..scan.builders import AUTHORS_SUPPORT_ORDER, RESTRICTED_VERB
     from ..scan.grammar import PAPER_VERBS
 
     b = sub.add_parser("build", help="generate an entropy-controlled data set")
@@ -31,7 +31,7 @@ def add_parser(sub) -> None:
                            help="target second-slot entropies in bits (default 0,0.5,...,3)")
             e.add_argument("--n", type=options.positive_int, default=6000,
                            help="training commands per level")
-            e.add_argument("--restricted-verb", default="jump",
+            e.add_argument("--restricted-verb", default=RESTRICTED_VERB[name],
                            help="the verb never executed first in training")
             e.add_argument("--component", default="verb",
                            choices=["verb", "direction", "modifier", "repetition"],
@@ -44,7 +44,7 @@ def add_parser(sub) -> None:
         else:
             e.add_argument("--support", type=options.ints, default=list(range(1, 9)),
                            help="support sizes k, e.g. 1..8 or 1,2,4")
-            e.add_argument("--restricted-verb", default="lunge",
+            e.add_argument("--restricted-verb", default=RESTRICTED_VERB[name],
                            help="the verb never executed second in training")
             e.add_argument("--support-order", type=options.names,
                            default=list(AUTHORS_SUPPORT_ORDER),

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from .builders import AUTHORS_SUPPORT_ORDER, build_exp1, build_exp2
+from .builders import AUTHORS_SUPPORT_ORDER, RESTRICTED_VERB, build_exp1, build_exp2
 from .components import build_exp1_component
 from .grammar import PAPER_VERBS, Grammar
 from .levels import BuildError, Level
@@ -88,8 +88,9 @@ def check_build_args(pairs: Sequence[Tuple[str, str]]) -> None:
                f"use one of {', '.join(COMPONENT_VALUES[component])}")
         raise BuildError(f"--restricted {opts['--restricted']} is not a value of --component "
                          f"{component}. Fix: {fix}")
-    if opts.get("--restricted-verb", "jump") not in verbs:
-        raise BuildError(f"--restricted-verb {opts.get('--restricted-verb', 'jump')}: not in "
+    restricted_verb = opts.get("--restricted-verb", RESTRICTED_VERB["exp1"])
+    if restricted_verb not in verbs:
+        raise BuildError(f"--restricted-verb {restricted_verb}: not in "
                          f"the verbs {','.join(verbs)}. Fix: pick one of them")
 
 
@@ -98,7 +99,7 @@ def _identity(items: Iterable) -> Iterable:
 
 
 def request_exp1(grammar: Grammar, levels: Sequence[float], n: int, seed: int,
-                 valid_fraction: float, restricted_verb: str = "jump", component: str = "verb",
+                 valid_fraction: float, restricted_verb: str = RESTRICTED_VERB["exp1"], component: str = "verb",
                  restricted: Optional[str] = None, each: Each = _identity
                  ) -> Tuple[List[Level], dict]:
     """Experiment 1 (mixing) levels and the build manifest's params.
@@ -147,7 +148,7 @@ def request_exp1(grammar: Grammar, levels: Sequence[float], n: int, seed: int,
 
 
 def request_exp2(grammar: Grammar, supports: Sequence[int], seed: int, valid_fraction: float,
-                 restricted_verb: str = "lunge",
+                 restricted_verb: str = RESTRICTED_VERB["exp2"],
                  support_order: Sequence[str] = AUTHORS_SUPPORT_ORDER, each: Each = _identity
                  ) -> Tuple[List[Level], dict]:
     """Experiment 2 (support) levels and the build manifest's params.

@@ -33,6 +33,9 @@ from .sampling import draw_cells, level_rng, shuffled
 DEFAULT_LEVELS: Tuple[float, ...] = (0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0)
 AUTHORS_SUPPORT_ORDER: Tuple[str, ...] = (
     "lunge", "squat", "crawl", "sprint", "walk", "run", "look", "jump")
+#: the paper's restricted verb of each experiment: never executed first in Experiment 1's
+#: training set, never executed second in Experiment 2's
+RESTRICTED_VERB = {"exp1": "jump", "exp2": "lunge"}
 
 
 def test_commands(grammar: Grammar, restricted: str, slot: str) -> List[Command]:
@@ -59,7 +62,7 @@ def _check_restricted(grammar: Grammar, restricted: str) -> None:
 
 
 def build_exp1(grammar: Grammar, levels: Sequence[float] = DEFAULT_LEVELS, n: int = 6000,
-               restricted: str = "jump", seed: int = 1, valid_fraction: float = 0.05
+               restricted: str = RESTRICTED_VERB["exp1"], seed: int = 1, valid_fraction: float = 0.05
                ) -> List[Level]:
     """Experiment 1 (mixing) levels.
 
@@ -109,7 +112,7 @@ def build_exp1(grammar: Grammar, levels: Sequence[float] = DEFAULT_LEVELS, n: in
 
 
 def build_exp2(grammar: Grammar, supports: Sequence[int] = tuple(range(1, 9)),
-               restricted: str = "lunge", seed: int = 1,
+               restricted: str = RESTRICTED_VERB["exp2"], seed: int = 1,
                support_order: Sequence[str] = AUTHORS_SUPPORT_ORDER,
                valid_fraction: float = 0.05) -> List[Level]:
     """Experiment 2 (support) levels.
