@@ -37,6 +37,7 @@ def test_scan_file_errors_name_the_line(tmp_path, capsys):
     assert "do not match the command" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_sentencepiece_binarization_round_trips_and_shares_one_model(tmp_path, capsys):
     """binarize --spm-vocab: one model for every level, verbs cut into pieces, and a copy
     "decode" (the references as hypotheses, printed as fairseq-generate --post-process

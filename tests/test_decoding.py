@@ -76,6 +76,7 @@ def databin(tmp_path_factory):
     return tiny_level(tmp / "data", tmp / "bin")
 
 
+@pytest.mark.slow
 def test_a_sample_decode_is_marked_kept_apart_and_leaves_the_run_unfinished(databin,
                                                                              tmp_path):
     os.environ.setdefault("OMP_NUM_THREADS", "1")

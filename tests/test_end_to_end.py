@@ -61,6 +61,7 @@ def test_recipe_trains_decodes_and_scores(trained):
         assert "Warning" not in (run_dir / name).read_text(), name
 
 
+@pytest.mark.slow
 def test_checkpoint_restores_in_train_and_interactive(trained):
     ckpt = trained / "run" / "checkpoints" / "checkpoint_last.pt"
     data = trained / "bin" / "entropy_3.0"
@@ -79,6 +80,7 @@ def test_checkpoint_restores_in_train_and_interactive(trained):
     assert "H-0\t" in res.stdout
 
 
+@pytest.mark.slow
 def test_authors_selection_scores_the_lowest_test_loss_and_trains_the_same(trained):
     """SELECT=test-loss validates on the test split too and scores the checkpoint with the
     lowest test loss (the paper authors' selection) as "test-loss"; the training itself is
@@ -141,6 +143,7 @@ def test_train_args_convert_epochs_to_updates(trained):
     assert "--random-batches" in out and out[out.index("--lr") + 1] == "0.0003"
 
 
+@pytest.mark.slow
 def test_quickstart_passes_build_and_binarize_arguments(tmp_path):
     """The README's beyond-verbs curves: quickstart.sh with BUILD_ARGS (a direction-controlled
     build, on two verbs so that the test set stays small) and BINARIZE_ARGS (letter pieces on
@@ -187,6 +190,7 @@ def test_quickstart_passes_build_and_binarize_arguments(tmp_path):
     assert sorted(p.relative_to(out) for p in out.rglob("*")) == before
 
 
+@pytest.mark.slow
 def test_quickstart_trains_its_levels_as_one_pack_per_slot(tmp_path):
     """quickstart.sh (PACK=1, the default) on one slot: the two levels train in one packed
     fairseq-train, then each is decoded and scored in its own run directory."""

@@ -48,6 +48,7 @@ def test_installed_package_is_the_wheel_not_the_checkout(installed):
     assert Path(out.strip()).is_relative_to(tmp / "target")
 
 
+@pytest.mark.slow
 def test_train_args_works_from_a_plain_install(installed):
     tmp, env = installed
     (tmp / "data").mkdir()

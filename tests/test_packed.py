@@ -251,6 +251,7 @@ def test_unpacked_checkpoints_decode_as_the_packed_model(validated_pack):
         assert best["extra_state"]["best"] == pytest.approx(correct / len(ds), abs=1e-4)
 
 
+@pytest.mark.slow
 def test_killed_pack_resumes_exactly(validated_pack):
     root, pack, args = validated_pack
     args = [a for a in args if a not in ("--eval-seq-acc", "--maximize-best-checkpoint-metric")]

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
@@ -42,6 +44,7 @@ def train_stock_transformer(data: Path, cwd: Path) -> str:
     return res.stdout + res.stderr
 
 
+@pytest.mark.slow
 def test_prepare_exp1_passes_the_seed_and_trains_with_stock_fairseq(tmp_path):
     data_bin, _ = prepare("prepare_exp1.sh", tmp_path / "a", 7, LEVELS="3", N="200")
     assert data_bin == tmp_path / "a" / "data-bin" / "seed7"
@@ -54,6 +57,7 @@ def test_prepare_exp1_passes_the_seed_and_trains_with_stock_fairseq(tmp_path):
     assert "num_updates 3" in log and "done training" in log
 
 
+@pytest.mark.slow
 def test_prepare_exp2_writes_one_level_per_support_size(tmp_path):
     data_bin, _ = prepare("prepare_exp2.sh", tmp_path, 1, SUPPORT="1,2")
     levels = sorted(p.name for p in data_bin.iterdir() if p.is_dir())
@@ -62,6 +66,7 @@ def test_prepare_exp2_writes_one_level_per_support_size(tmp_path):
         assert (data_bin / name / "train.in-out.in.bin").exists()
 
 
+@pytest.mark.slow
 def test_prepare_scan_holds_out_validation_and_trains_with_stock_fairseq(tmp_path,
                                                                          scan_reference):
     data_bin, _ = prepare("prepare_scan.sh", tmp_path, 3, scan_reference, SPLITS="addprim_jump")

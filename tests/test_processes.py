@@ -32,7 +32,7 @@ def alive(pid):
     return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
 
 
-def wait_for(predicate, timeout=30.0, what="condition"):
+def wait_for(predicate, timeout=120.0, what="condition"):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
@@ -53,7 +53,7 @@ def lock_cmd(run, *command):
 
 # a command whose processes outlive its first process: bash starts sleep | cat and writes
 # the PIDs of all three, then waits
-PIPELINE = 'sleep 60 | cat & echo $$ >> "$1"; pgrep -P $$ >> "$1"; wait'
+PIPELINE = 'sleep 600 | cat & echo $$ >> "$1"; pgrep -P $$ >> "$1"; wait'
 
 
 def test_term_to_lock_stops_the_whole_command_then_frees_the_lock(tmp_path):
@@ -100,7 +100,7 @@ def test_a_killed_lock_process_leaves_the_lock_held_while_its_command_lives(tmp_
 def test_a_background_process_left_by_a_finished_command_keeps_the_lock(tmp_path):
     run, pids = tmp_path / "run", tmp_path / "pids"
     # the command exits at once and leaves sleep running in the background
-    rc = locks.run_locked(run, ["bash", "-c", 'sleep 60 & echo $! > "$0"', str(pids)])
+    rc = locks.run_locked(run, ["bash", "-c", 'sleep 600 & echo $! > "$0"', str(pids)])
     assert rc == 0
     (orphan,) = pids_file(pids)
     try:
@@ -115,7 +115,7 @@ def test_a_background_process_left_by_a_finished_command_keeps_the_lock(tmp_path
 FAKE_TRAIN = textwrap.dedent("""\
     #!/usr/bin/env bash
     # stands in for fairseq-train: a pipeline that ignores nothing and lives 60 s
-    sleep 60 | cat &
+    sleep 600 | cat &
     echo $$ >> "$PIDS"; pgrep -P $$ >> "$PIDS"
     wait
     """)
@@ -196,7 +196,7 @@ def fake_quickstart(tmp_path):
     (recipes / "train_level.sh").write_text(textwrap.dedent(f"""\
         #!/usr/bin/env bash
         echo "$3 MAX_UPDATE=$MAX_UPDATE" >> {started_log}
-        sleep 60 | cat &
+        sleep 600 | cat &
         echo $$ >> {pids}; pgrep -P $$ >> {pids}
         wait
         """))
@@ -216,7 +216,9 @@ QUICK_ENV = dict(LEVELS="0,0.5,1", JOBS="1", N="50", MAX_UPDATE="7", CUDA_VISIBL
 
 
 def check_stopped(proc, out, started_log, pids):
-    started = wait_for(lambda: len(pids_file(pids)) >= 3 and pids_file(pids), what="level 1")
+    # the sweep's start (a Python process) may take long on a loaded machine
+    started = wait_for(lambda: len(pids_file(pids)) >= 3 and pids_file(pids), timeout=180,
+                       what="level 1")
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=30)
     assert "quickstart: stopped by signal 15; every process it started has exited" in err
@@ -276,7 +278,7 @@ def test_term_to_a_local_sweep_stops_its_cells_and_starts_no_more(tmp_path):
         cell.databin(root).mkdir(parents=True, exist_ok=True)
         (cell.databin(root) / "manifest.json").write_text("{}")
     recipe = tmp_path / "recipe.sh"
-    recipe.write_text(f'echo "$3" >> {started_log}\nsleep 60 | cat &\n'
+    recipe.write_text(f'echo "$3" >> {started_log}\nsleep 600 | cat &\n'
                       f'echo $$ >> {pids}; pgrep -P $$ >> {pids}\nwait\n')
     proc = subprocess.Popen([sys.executable, "-m", "fairseq_entropy.cli", "sweep", str(grid),
                              "--root", str(root), "--device", "cpu", "--jobs", "1",
@@ -302,7 +304,7 @@ def test_term_to_lock_says_so_when_a_process_that_left_the_group_holds_the_lock(
     holds the inherited lock: the stop line says so instead of "the lock is free"."""
     run, pids = tmp_path / "run", tmp_path / "pids"
     # the escaped process's output goes elsewhere, or it would hold the stderr pipe open
-    command = 'setsid sleep 60 >/dev/null 2>&1 & echo $! >> "$1"; wait'
+    command = 'setsid sleep 600 >/dev/null 2>&1 & echo $! >> "$1"; wait'
     proc = subprocess.Popen(lock_cmd(run, "bash", "-c", command, "x", str(pids)),
                             stderr=subprocess.PIPE, text=True, env=env())
     (escaped,) = wait_for(lambda: pids_file(pids), what="setsid sleep")

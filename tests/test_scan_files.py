@@ -64,6 +64,7 @@ def many_commands(n):
     return [line + " ".join(g.interpret(line[4:-6])) for line in out]
 
 
+@pytest.mark.slow
 def test_validation_is_held_out_of_train_with_a_seed(tmp_path, capsys):
     lines = many_commands(40)
     train = write(tmp_path / "train.txt", lines)
