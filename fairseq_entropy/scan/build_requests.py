@@ -99,7 +99,8 @@ def _identity(items: Iterable) -> Iterable:
 
 
 def request_exp1(grammar: Grammar, levels: Sequence[float], n: int, seed: int,
-                 valid_fraction: float, restricted_verb: str = RESTRICTED_VERB["exp1"], component: str = "verb",
+                 valid_fraction: float, restricted_verb: str = RESTRICTED_VERB["exp1"],
+                 component: str = "verb",
                  restricted: Optional[str] = None, each: Each = _identity
                  ) -> Tuple[List[Level], dict]:
     """Experiment 1 (mixing) levels and the build manifest's params.
