@@ -532,3 +532,47 @@ def test_an_experiment_2_curve_holds_every_support_size(tmp_path, capsys):
                      "levels inside max(2 std, 0.10) (schedule unknown)"]
     curves = list(csv.DictReader(open(tmp_path / "r" / "curves.tsv"), delimiter="\t"))
     assert [(c["experiment"], c["levels"]) for c in curves] == [("exp2", "3")]
+
+
+def _exp2_schedule(updates, own, args):
+    return {"max_update": updates, "updates": updates, "train_args_sha256": args * 8,
+            "preset_max_update": own}
+
+
+def test_an_experiment_2_curve_at_the_papers_per_level_schedule_is_one_curve(tmp_path, capsys):
+    """The paper trains 64 - 8(k - 1) epochs at support size k: each level has its own
+    updates and arguments hash, yet the levels trained at their preset's own schedule are one
+    curve (one Spearman rho, one agreement line); a shortened run is a curve of its own, and
+    two argument sets at the preset's updates on one level are refused."""
+    runs = tmp_path / "runs"
+    # updates of exp2 at the paper's schedule: 64 - 8(k - 1) epochs of ~5866 k / 32 batches
+    for k, acc, updates, args in ((1, 0.0, 11776, "a"), (2, 0.2, 20552, "b"),
+                                  (4, 0.9, 30912, "c")):
+        write_score_json(runs / f"k{k}/score.json", experiment="exp2", preset="exp2_cnn_authors",
+                         model="cnn_authors", n_train=5866 * k, level=f"support_{k}",
+                         entropy_bits=float(k.bit_length() - 1), accuracy=acc,
+                         schedule=_exp2_schedule(updates, updates, args))
+    write_score_json(runs / "short/score.json", experiment="exp2", preset="exp2_cnn_authors",
+                     model="cnn_authors", n_train=5866 * 4, level="support_4", entropy_bits=2.0,
+                     accuracy=0.1, schedule=_exp2_schedule(40, 30912, "d"))
+    capsys.readouterr()
+    assert cli(["aggregate", str(runs), "--out", str(tmp_path / "r")]) == 0
+    out = capsys.readouterr().out
+    assert "Spearman(entropy, accuracy) exp2 exp2_cnn_authors N=support last " \
+        "[schedule preset's own per level]: 1.000" in out
+    assert "[schedule max_update=40 args=dddddddd]: n/a" in out
+    lines = [ln for ln in out.splitlines() if ln.startswith("agreement with the paper")]
+    assert "agreement with the paper exp2 exp2_cnn_authors N=support last: 3/3 levels inside " \
+        "max(2 std, 0.10) (the preset's own schedule at each level (updates: support_1 " \
+        "11776, support_2 20552, support_4 30912))" in lines
+    curves = list(csv.DictReader(open(tmp_path / "r" / "curves.tsv"), delimiter="\t"))
+    assert sorted((c["schedule"], c["levels"]) for c in curves) == [
+        ("max_update=40 args=dddddddd", "1"), ("preset's own per level", "3")]
+    # the same level at the preset's updates with other arguments (another learning rate)
+    write_score_json(runs / "lr/score.json", experiment="exp2", preset="exp2_cnn_authors",
+                     model="cnn_authors", n_train=5866 * 2, level="support_2", entropy_bits=1.0,
+                     accuracy=0.3, schedule=_exp2_schedule(20552, 20552, "e"))
+    assert cli(["aggregate", str(runs), "--out", str(tmp_path / "r2")]) == 2
+    err = capsys.readouterr().err
+    assert "both train support_2 of exp2_cnn_authors at the preset's own number of updates" in err
+    assert "Fix: aggregate the runs of each argument set apart" in err

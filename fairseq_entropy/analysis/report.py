@@ -221,7 +221,7 @@ def plot_figure(cells: Sequence[dict], paper_rows: Sequence[dict], name: str,
         mine = [c for c in cells if panel(c) == panel_name]
 
         def line_of(c):
-            return (c["train_size"] or 0, st.schedule_of(c), _family(c), c["model"])
+            return (c["train_size"] or 0, st.curve_schedule(c), _family(c), c["model"])
 
         lines_ = sorted({line_of(c) for c in mine})
         sizes = sorted({line[0] for line in lines_})
@@ -352,9 +352,7 @@ def write_report(rows: Sequence[dict], out_dir: str | os.PathLike,
     curves = st.curve_statistics(rows)
     find = paper_lookup(paper_rows, paper_model)
     for c in curves:  # H50 of the paper's mean curve at the same levels, for comparison
-        mine = [x for x in cells if (x["experiment"], x["model"], x["train_size"],
-                                     x["checkpoint"], x["schedule"]) ==
-                (c["experiment"], c["model"], c["train_size"], c["checkpoint"], c["schedule"])]
+        mine = [x for x in cells if st.curve_key(x) == c["key"]]
         ref = [find(x["experiment"], x["model"], x["train_size"], x["entropy_bits"])[0]
                for x in mine]
         c["paper_h50"] = st.fit_h50([float(p["entropy_bits"]) for p in ref],
@@ -435,6 +433,10 @@ def schedule_comparison(cells: Sequence[dict]) -> str:
     updates), shorter than the preset's own 4500 updates``; ``schedule unknown`` when not
     recorded; the preset's part is left out when the cells do not record it."""
     c = cells[0]
+    if st.curve_schedule(c) == st.OWN_SCHEDULE_PER_LEVEL:
+        steps = ", ".join(f"{x['level']} {x['updates']}" for x in
+                          sorted(cells, key=lambda x: float(x["entropy_bits"])))
+        return f"the preset's own schedule at each level (updates: {steps})"
     text = f"schedule {st.schedule_of(c)}"
     updates = {x.get("updates") for x in cells}
     if len(updates) == 1 and None not in updates:

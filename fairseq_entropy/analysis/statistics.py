@@ -82,6 +82,28 @@ def schedule_of(row: dict) -> str:
     return str(row.get("schedule") or UNKNOWN_SCHEDULE)
 
 
+#: the schedule part of the curve key of Experiment 2 rows trained at their preset's own
+#: schedule: the paper trains 64 - 8(k - 1) epochs at support size k, so the updates (and
+#: the schedule label) change with the level
+OWN_SCHEDULE_PER_LEVEL = "preset's own per level"
+
+
+def curve_schedule(row: dict) -> str:
+    """The schedule part of a row's curve key: :func:`schedule_of`, except for an Experiment
+    2 row that records its updates equal to its preset's own ``max_update`` on its level
+    (``updates`` = ``preset_max_update``), which gets :data:`OWN_SCHEDULE_PER_LEVEL`, so that
+    the support sizes trained at the paper's per-level schedule form one curve.  Rows of any
+    other schedule keep their label: a shortened or lengthened run is never a point of the
+    paper-schedule curve."""
+    label = schedule_of(row)
+    if base_experiment(row.get("experiment")) != "exp2" or label == UNKNOWN_SCHEDULE:
+        return label
+    updates, own = row.get("updates"), row.get("preset_max_update")
+    if updates in (None, "") or own in (None, "") or int(updates) != int(own):
+        return label
+    return OWN_SCHEDULE_PER_LEVEL
+
+
 def cell_key(row: dict) -> tuple:
     """(experiment, model, N, level, checkpoint, schedule) of a row (N:
     :func:`train_size_of`, schedule: :func:`schedule_of`); the rows of a cell differ only by
@@ -91,10 +113,11 @@ def cell_key(row: dict) -> tuple:
 
 
 def curve_key(row: dict) -> tuple:
-    """(experiment, model, N, checkpoint, schedule) of a row (N: :func:`curve_size`): the
-    curve of accuracy against entropy that its level is a point of."""
+    """(experiment, model, N, checkpoint, schedule) of a row (N: :func:`curve_size`,
+    schedule: :func:`curve_schedule`): the curve of accuracy against entropy that its level
+    is a point of."""
     return (row["experiment"], model_of(row), curve_size(row), row["checkpoint"],
-            schedule_of(row))
+            curve_schedule(row))
 
 
 def order_key(values: Sequence) -> tuple:
@@ -108,10 +131,13 @@ def group_runs(rows: Sequence[dict]) -> Dict[tuple, List[dict]]:
 
     Raises:
         ScoreError: two rows with the same cell and seed (e.g. a run scored twice into
-            different directories), naming both files.
+            different directories), naming both files; or two cells of one curve at one level
+            (Experiment 2 runs at their preset's own schedule but with other arguments,
+            :func:`curve_schedule`), naming a file of each.
     """
     groups: Dict[tuple, List[dict]] = defaultdict(list)
     seen: Dict[tuple, dict] = {}
+    points: Dict[tuple, dict] = {}
     for r in rows:
         key = cell_key(r)
         dup = seen.get((key, r["seed"]))
@@ -120,6 +146,13 @@ def group_runs(rows: Sequence[dict]) -> Dict[tuple, List[dict]]:
                 f"{r.get('path', '?')} and {dup.get('path', '?')} are both seed {r['seed']} of "
                 f"{ {c: r[c] for c in GROUP_COLUMNS} }. Fix: aggregate only one of them (move "
                 "or remove the other score.json)")
+        other = points.setdefault((curve_key(r), str(r["level"])), r)
+        if schedule_of(other) != schedule_of(r):
+            raise ScoreError(
+                f"{r.get('path', '?')} ({schedule_of(r)}) and {other.get('path', '?')} "
+                f"({schedule_of(other)}) both train {r['level']} of {model_of(r)} at the "
+                "preset's own number of updates, with different arguments: one curve cannot "
+                "hold both. Fix: aggregate the runs of each argument set apart")
         seen[(key, r["seed"])] = r
         groups[key].append(r)
     return {k: groups[k] for k in sorted(groups, key=order_key)}
@@ -147,7 +180,8 @@ def summarize(rows: Sequence[dict]) -> List[dict]:
             if len(accs) > 1 else 0.0
         h = rs[0]["entropy_bits"]
         out.append({**{c: rs[0].get(c) for c in GROUP_COLUMNS}, "model": rs[0]["model"],
-                    "schedule": schedule_of(rs[0]),
+                    "schedule": schedule_of(rs[0]), "updates": _common(rs, "updates"),
+                    "preset_max_update": _common(rs, "preset_max_update"),
                     "entropy_bits": None if h is None else float(h), "mean": mean, "std": std,
                     "n": len(accs)})
     out.sort(key=lambda r: (*order_key((r["experiment"], r["preset"], r["n_train"],

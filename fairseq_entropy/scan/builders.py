@@ -63,7 +63,7 @@ def _check_restricted(grammar: Grammar, restricted: str) -> None:
 
 def build_exp1(grammar: Grammar, levels: Sequence[float] = DEFAULT_LEVELS, n: int = 6000,
                restricted: str = RESTRICTED_VERB["exp1"], seed: int = 1,
-               valid_fraction: float = 0.05               ) -> List[Level]:
+               valid_fraction: float = 0.05) -> List[Level]:
     """Experiment 1 (mixing) levels.
 
     Args:
