@@ -5,12 +5,14 @@
 #               (default torch==2.13.0, the CPU wheel here; e.g. a CUDA build on a GPU box)
 #   PYTHON=...  interpreter for the venv (default python3.11)
 #   VENV_FLAGS=--system-site-packages   reuse a torch already installed system-wide
-#   WORKERS=... pytest-xdist workers of `make test` (default auto: one per core)
+#   WORKERS=... pytest-xdist workers of `make test` (default: one per core, plus one: many
+#               tests wait on the processes they start, and a spare worker keeps the cores
+#               busy meanwhile)
 PYTHON ?= python3.11
 VENV ?= .venv
 TORCH ?= torch==2.13.0
 VENV_FLAGS ?=
-WORKERS ?= auto
+WORKERS ?= $(shell echo $$(( $$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc) + 1 )))
 PY := $(VENV)/bin/python
 # --no-compile, then one compileall over site-packages on every core: pip compiles each
 # wheel's files on one core.  Bytecode at install time matters: with PYTHONDONTWRITEBYTECODE
@@ -39,7 +41,7 @@ demo: $(STAMP)
 	bash recipes/quickstart.sh
 
 test: $(STAMP)
-	$(PY) -m pytest -q -n $(WORKERS) tests
+	$(PY) -m pytest -q -n $(WORKERS) --durations=15 tests
 
 lint: $(STAMP)
 	$(PY) -m ruff check .

@@ -174,11 +174,11 @@ def test_quickstart_passes_build_and_binarize_arguments(tmp_path):
     # repetitions = 18; clauses: 2 verbs x 21 = 42; "left" in the first-executed clause of
     # "X and Y" or "Y after X": 18 x 42 x 2
     assert score["n"] == 18 * 42 * 2
-    assert score["variant"] == "direction=left+spm23-source"
+    assert score["variant"] == "verbs=walk-jump+direction=left+spm23-source"
     summary = (out / "results" / "summary.tsv").read_text().splitlines()
     header = summary[0].split("\t")
     row = dict(zip(header, summary[1].split("\t")))
-    assert row["experiment"] == "exp1+direction=left+spm23-source"
+    assert row["experiment"] == "exp1+verbs=walk-jump+direction=left+spm23-source"
     assert row["paper_mean"] == "nan"
     # the same OUT with other arguments is refused before anything is written
     before = sorted(p.relative_to(out) for p in out.rglob("*"))

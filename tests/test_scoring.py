@@ -545,16 +545,16 @@ def test_an_experiment_2_curve_at_the_papers_per_level_schedule_is_one_curve(tmp
     curve (one Spearman rho, one agreement line); a shortened run is a curve of its own, and
     two argument sets at the preset's updates on one level are refused."""
     runs = tmp_path / "runs"
-    # updates of exp2 at the paper's schedule: 64 - 8(k - 1) epochs of ~5866 k / 32 batches
+    # the paper's schedule: 64 - 8(k - 1) epochs of ceil(5866 k / 32) batches (k = 4: 40 x 734)
     for k, acc, updates, args in ((1, 0.0, 11776, "a"), (2, 0.2, 20552, "b"),
-                                  (4, 0.9, 30912, "c")):
+                                  (4, 0.9, 29360, "c")):
         write_score_json(runs / f"k{k}/score.json", experiment="exp2", preset="exp2_cnn_authors",
                          model="cnn_authors", n_train=5866 * k, level=f"support_{k}",
                          entropy_bits=float(k.bit_length() - 1), accuracy=acc,
                          schedule=_exp2_schedule(updates, updates, args))
     write_score_json(runs / "short/score.json", experiment="exp2", preset="exp2_cnn_authors",
                      model="cnn_authors", n_train=5866 * 4, level="support_4", entropy_bits=2.0,
-                     accuracy=0.1, schedule=_exp2_schedule(40, 30912, "d"))
+                     accuracy=0.1, schedule=_exp2_schedule(40, 29360, "d"))
     capsys.readouterr()
     assert cli(["aggregate", str(runs), "--out", str(tmp_path / "r")]) == 0
     out = capsys.readouterr().out
@@ -564,7 +564,7 @@ def test_an_experiment_2_curve_at_the_papers_per_level_schedule_is_one_curve(tmp
     lines = [ln for ln in out.splitlines() if ln.startswith("agreement with the paper")]
     assert "agreement with the paper exp2 exp2_cnn_authors N=support last: 3/3 levels inside " \
         "max(2 std, 0.10) (the preset's own schedule at each level (updates: support_1 " \
-        "11776, support_2 20552, support_4 30912))" in lines
+        "11776, support_2 20552, support_4 29360))" in lines
     curves = list(csv.DictReader(open(tmp_path / "r" / "curves.tsv"), delimiter="\t"))
     assert sorted((c["schedule"], c["levels"]) for c in curves) == [
         ("max_update=40 args=dddddddd", "1"), ("preset's own per level", "3")]
