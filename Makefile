@@ -7,7 +7,7 @@
 #   VENV_FLAGS=--system-site-packages   reuse a torch already installed system-wide
 #   WORKERS=... pytest-xdist workers of `make test` (default: one per core, plus one: many
 #               tests wait on the processes they start, and a spare worker keeps the cores
-#               busy meanwhile)
+#               busy meanwhile; an idle worker takes tests queued for a busy one)
 PYTHON ?= python3.11
 VENV ?= .venv
 TORCH ?= torch==2.13.0
@@ -41,7 +41,7 @@ demo: $(STAMP)
 	bash recipes/quickstart.sh
 
 test: $(STAMP)
-	$(PY) -m pytest -q -n $(WORKERS) --durations=15 tests
+	$(PY) -m pytest -q -n $(WORKERS) --dist worksteal --durations=15 tests
 
 lint: $(STAMP)
 	$(PY) -m ruff check .
