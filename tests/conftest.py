@@ -44,7 +44,7 @@ def pytest_collection_modifyitems(session, config, items):
     """Run the long tests first: the files holding a test marked ``slow`` before the others,
     and inside a file its slow tests first (a file's tests stay together, so its
     module-scoped fixtures are built once).  pytest-xdist hands the tests out in this order,
-    so the two workers end together instead of one finishing a long test alone.  The order
+    so the workers end together instead of one finishing a long test alone.  The order
     is otherwise the collection order."""
     slow_files = {item.path for item in items if item.get_closest_marker("slow")}
     position = {}

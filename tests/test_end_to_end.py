@@ -224,7 +224,7 @@ def test_shell_scripts_count_cores_without_openmp_variables():
     """``nproc`` prints OMP_NUM_THREADS when it is set (the tests set it to 1): a script that
     sizes its workers or a Slurm node by ``nproc`` must unset it, or it sees one core."""
     scripts = [p for d in ("recipes", "preprocess", "tests", ".ci") for p in (REPO / d).rglob("*")
-               if p.is_file() and (p.suffix == ".sh" or p.name == "run")]
+               if p.is_file() and (p.suffix == ".sh" or p.name == "run")] + [REPO / "Makefile"]
     calls = [(p.name, line) for p in scripts for line in p.read_text().splitlines()
              if "nproc" in line and not line.lstrip().startswith("#")]
     assert calls, "no script counts cores: the check below would pass vacuously"
