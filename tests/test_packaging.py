@@ -72,6 +72,13 @@ def test_recipes_dir_points_into_the_install(installed):
     assert Path(out) == tmp / "target" / "fairseq_entropy" / "recipes"
     assert (Path(out) / "train_level.sh").read_text() == \
         (REPO / "recipes" / "train_level.sh").read_text()
+    # the sweep grids travel with the recipes, each the checkout's file
+    grids = sorted(p.name for p in (REPO / "recipes" / "experiments").glob("*.toml"))
+    assert "exp1.toml" in grids
+    assert sorted(p.name for p in (Path(out) / "experiments").glob("*.toml")) == grids
+    for name in grids:
+        assert (Path(out) / "experiments" / name).read_text() == \
+            (REPO / "recipes" / "experiments" / name).read_text()
 
 
 def test_sweep_of_a_plain_install_runs_the_installed_recipe(installed):

@@ -89,3 +89,25 @@ def test_prepare_scan_names_a_missing_folder_and_the_fix(tmp_path):
     assert res.returncode == 2
     assert f"{tmp_path / 'nowhere'}/tasks_train_simple.txt not found. Fix:" in res.stderr
     assert not (tmp_path / "data-bin").exists()
+
+
+def test_prepare_scan_reads_a_clone_of_the_scan_repository_by_default(tmp_path,
+                                                                      scan_reference):
+    """Without a third argument the script reads ./SCAN, where `git clone` puts the SCAN
+    repository, whose files sit in one folder per split (add_prim_split/ for addprim_jump)."""
+    clone = tmp_path / "SCAN" / "add_prim_split"
+    clone.mkdir(parents=True)
+    for part, n in (("train", 400), ("test", 50)):
+        name = f"tasks_{part}_addprim_jump.txt"
+        lines = (scan_reference / name).read_text().splitlines(keepends=True)[:n]
+        (clone / name).write_text("".join(lines))
+    res = subprocess.run(["bash", str(REPO / "preprocess" / "prepare_scan.sh"), "out", "2"],
+                         cwd=tmp_path, capture_output=True, text=True,
+                         env=env(SPLITS="addprim_jump"))
+    assert res.returncode == 0, res.stderr[-3000:]
+    manifest = json.loads((tmp_path / "out" / "data-bin" / "seed2" / "addprim_jump" /
+                           "manifest.json").read_text())
+    assert manifest["sizes"]["train"] + manifest["sizes"]["valid"] == 400
+    assert manifest["sizes"]["test"] == 50 and manifest["seed"] == 2
+    assert Path(manifest["sources"]["train"]["path"]).resolve() == \
+        (clone / "tasks_train_addprim_jump.txt").resolve()
