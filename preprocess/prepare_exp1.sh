@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Experiment 1 (mixing) of Wold et al. (2025): entropy-controlled training sets -> data-bin/.
 #
-#   preprocess/prepare_exp1.sh [OUT_ROOT] [SEED]        (defaults: data/exp1, 1)
+#   preprocess/prepare_exp1.sh [OUT_ROOT] [SEED]        (defaults: prepared/exp1, 1)
 #
 # Environment: LEVELS (second-slot entropies in bits, default 0,0.5,1,1.5,2,2.5,3),
 # N (training commands per level, default 6000), RESTRICTED_VERB (default jump).
@@ -13,7 +13,7 @@ case "${1:-}" in  # the header above is the help; an option is not an output roo
   -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
   -*) echo "$0: unknown option $1. Fix: see $0 --help" >&2; exit 2 ;;
 esac
-out=${1:-data/exp1}
+out=${1:-prepared/exp1}
 seed=${2:-1}
 raw=$out/raw/seed$seed
 bin=$out/data-bin/seed$seed

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Experiment 2 (support) of Wold et al. (2025): first-slot support sizes k -> data-bin/.
 #
-#   preprocess/prepare_exp2.sh [OUT_ROOT] [SEED]        (defaults: data/exp2, 1)
+#   preprocess/prepare_exp2.sh [OUT_ROOT] [SEED]        (defaults: prepared/exp2, 1)
 #
 # Environment: SUPPORT (support sizes k, default 1..8), RESTRICTED_VERB (default lunge).
 # Writes OUT_ROOT/raw/seed$SEED/<level>/{train,valid,test}.{in,out} + manifest.json and
@@ -11,7 +11,7 @@ case "${1:-}" in  # the header above is the help; an option is not an output roo
   -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
   -*) echo "$0: unknown option $1. Fix: see $0 --help" >&2; exit 2 ;;
 esac
-out=${1:-data/exp2}
+out=${1:-prepared/exp2}
 seed=${2:-1}
 raw=$out/raw/seed$seed
 bin=$out/data-bin/seed$seed

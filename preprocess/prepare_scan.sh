@@ -2,7 +2,7 @@
 # The original SCAN splits (Lake & Baroni 2018) from their IN:/OUT: files -> data-bin/.
 #
 #   preprocess/prepare_scan.sh [OUT_ROOT] [SEED] [SCAN_DIR]
-#       defaults: data/scan, 1, SCAN (a clone of github.com/brendenlake/SCAN in the current
+#       defaults: prepared/scan, 1, SCAN (a clone of github.com/brendenlake/SCAN in the current
 #       directory: git clone https://github.com/brendenlake/SCAN)
 #
 # SCAN_DIR holds tasks_{train,test}_<split>.txt as in github.com/brendenlake/SCAN (the
@@ -16,7 +16,7 @@ case "${1:-}" in  # the header above is the help; an option is not an output roo
   -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
   -*) echo "$0: unknown option $1. Fix: see $0 --help" >&2; exit 2 ;;
 esac
-out=${1:-data/scan}
+out=${1:-prepared/scan}
 seed=${2:-1}
 scan=${3:-SCAN}
 bin=$out/data-bin/seed$seed
