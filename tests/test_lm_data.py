@@ -139,3 +139,28 @@ def test_the_lm_task_refuses_pair_data_with_the_fix(tmp_path):
     pairs, _ = write_grammar_level(tmp_path, Grammar.paper(), 6, "pairs")
     with pytest.raises(UserError, match="binarize --format lm"):
         lm_task(pairs)
+
+
+def test_a_generated_sep_stays_in_the_hypothesis_and_is_scored_wrong(lm_run, tmp_path):
+    """fairseq-generate prints S- lines with the task's source dictionary and H- lines with
+    its target dictionary: the source of a line is its command (cut at <sep>), while a
+    hypothesis that holds a generated <sep> is printed whole, so it never equals its
+    reference."""
+    from fairseq_entropy.analysis.scoring import score_generate_output
+    _, data, examples, _ = lm_run
+    task = lm_task(data)
+    src, tgt = task.source_dictionary, task.target_dictionary
+    e = examples[0]
+    line = src.encode_line(f"{e.command} <sep> {e.actions}", add_if_not_exist=False)
+    assert src.string(line) == e.command
+    assert tgt.string(line) == f"{e.command} <sep> {e.actions}"
+    first = e.actions.split()[0]
+    hyp = tgt.encode_line(f"{first} <sep> {first}", add_if_not_exist=False)
+    assert tgt.string(hyp) == f"{first} <sep> {first}"
+    assert len(tgt) == len(src) and tgt.indices == src.indices
+    out = tmp_path / "generate.txt"
+    out.write_text(f"S-0\t{e.command}\nT-0\t{first}\nH-0\t-0.1\t{tgt.string(hyp)}\n"
+                   f"S-1\t{e.command}\nT-1\t{first}\nH-1\t-0.1\t{first}\n")
+    rows, summary = score_generate_output(out)
+    assert [r.correct for r in rows] == [False, True]
+    assert summary["correct"] == 1

@@ -25,6 +25,7 @@ from fairseq import utils
 from fairseq.data import data_utils
 from fairseq.tasks import register_task
 
+from ..data.dictionary import SymbolDictionary
 from ..data.prompt_lines import PromptDictionary, PromptLineDataset
 from ..errors import UserError
 from .prompt_decoding import PromptGreedyGenerator
@@ -59,7 +60,11 @@ class SystematicityLmTask(SystematicityTask):
 
     @classmethod
     def setup_task(cls, cfg: SystematicityLmConfig, **kwargs):
-        """Load ``dict.txt`` of the data as a :class:`PromptDictionary` (source and target).
+        """Load ``dict.txt`` of the data twice: as a :class:`PromptDictionary`, the source
+        dictionary (a line printed as its source is its command: fairseq-generate's ``S-``
+        lines), and as a plain :class:`SymbolDictionary` with the same symbols, the target
+        dictionary, which prints a hypothesis whole (``H-`` lines): a generated ``<sep>``
+        stays in it, so such a hypothesis never matches a reference.
 
         Raises:
             LmDataError: the data directory has no ``dict.txt`` (pair data: dict.in.txt).
@@ -80,7 +85,7 @@ class SystematicityLmTask(SystematicityTask):
         if cfg.length_chunks > 1:
             raise LmDataError(f"--length-chunks {cfg.length_chunks} applies to the "
                               "systematicity task's pair data. Fix: drop --length-chunks")
-        task = cls(cfg, dictionary, dictionary)
+        task = cls(cfg, dictionary, SymbolDictionary.load(path))
         task.read_manifest(cfg)
         return task
 
