@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from fairseq_entropy.analysis.provenance import (check_training_data, read_checkpoint_info,
-                                                 schedule_record)
+from fairseq_entropy.analysis.provenance import (check_selection, check_training_data,
+                                                 read_checkpoint_info, schedule_record,
+                                                 selection_label)
 from fairseq_entropy.cli import main as cli
 from fairseq_entropy.errors import UserError
 from fairseq_entropy.experiments.grids import Cell, Schedule
@@ -68,7 +69,10 @@ def test_score_json_records_the_training_data_and_the_schedule(trained):
     assert rec["schedule"] == {"max_update": 4, "max_epoch": 0, "updates": 4,
                                "epochs": round(4 / math.ceil(320 / 32), 3),
                                "train_args_sha256": sha_args, "preset_epochs": 24.0,
-                               "preset_max_update": 240}
+                               "preset_max_update": 240,
+                               # no arguments after the preset's: the hash of no bytes
+                               "extra_args_sha256": hashlib.sha256(b"").hexdigest(),
+                               "best_checkpoint_metric": "seq_acc"}
     assert rec["schedule_label"] == f"max_update=4 args={sha_args[:8]}"
     assert rec["train_data_manifest_sha256"] == rec["data_manifest_sha256"] == \
         hashlib.sha256((bin3 / "manifest.json").read_bytes()).hexdigest()
@@ -205,3 +209,111 @@ def test_resuming_on_other_data_is_refused_before_training(trained, tmp_path):
     assert "holds a run started (and cut off) on exp1 level entropy_3.0 (data seed 5)" in msg
     assert f"the run asks {bin15}: exp1 level entropy_1.5 (data seed 5)" in msg
     assert "Fix: " in msg and not (cut / "train.log").exists()
+
+
+def test_extra_arguments_give_their_own_schedule_and_are_never_mixed(trained, tmp_path):
+    """A run with fairseq-train arguments after the preset's (``run ... -- ARGS``) records
+    their hash: its schedule label gains ``extra=``, so it never averages with the preset's
+    own runs of the same seed, and its run directory is never skipped, resumed or decoded
+    under other extra arguments."""
+    from fairseq_entropy.analysis.aggregate import aggregate
+
+    bin3, plain = trained["bin3"], trained["run"]
+    extra = ["--weight-decay", "0.05"]
+    run = tmp_path / "wd" / "seed3"
+    result = run_level(PRESET, bin3, run, seed=3, max_update=4, device="cpu", gen_batch=64,
+                       score_best=False, extra_args=extra, out=io.StringIO())
+    assert result.status == "done"
+    sha = hashlib.sha256("--weight-decay\n0.05\n".encode()).hexdigest()
+    rec = json.loads((run / "last" / "score.json").read_text())
+    assert rec["schedule"]["extra_args_sha256"] == sha
+    own = json.loads((plain / "last" / "score.json").read_text())["schedule_label"]
+    assert rec["schedule_label"] == f"{own} extra={sha[:8]}"
+    # the same seed with and without the extra arguments: two cells, not one of two seeds
+    aggregate([str(plain), str(run)], str(tmp_path / "agg"))
+    lines = (tmp_path / "agg" / "results.tsv").read_text().splitlines()
+    header = lines[0].split("\t")
+    schedules = sorted(row.split("\t")[header.index("schedule")] for row in lines[1:])
+    assert schedules == sorted([own, f"{own} extra={sha[:8]}"])
+    # asked again without them, or with others: refused, naming both
+    with pytest.raises(ScheduleChanged, match=r"after --: sha256 " + sha[:12]
+                       + r"; the run asks none"):
+        run_level(PRESET, bin3, run, seed=3, max_update=4, device="cpu", score_best=False,
+                  out=io.StringIO())
+    (run / "last" / "score.json").unlink()  # trained, not scored: decoding is refused too
+    with pytest.raises(ScheduleChanged, match="the run asks sha256"):
+        run_level(PRESET, bin3, run, seed=3, max_update=4, device="cpu", score_best=False,
+                  extra_args=["--weight-decay", "0.1"], out=io.StringIO())
+
+
+def test_a_run_selected_by_validation_is_not_rescored_as_test_loss(trained, tmp_path):
+    """A run trained keeping its best checkpoint by validation seq_acc (SELECT=valid) is
+    refused when asked to score its best checkpoint as the lowest test loss
+    (SELECT=test-loss), and accepted when only its last checkpoint is scored."""
+    run, bin3 = trained["run"], trained["bin3"]
+    info = read_checkpoint_info(run / "checkpoints" / "checkpoint_last.pt")["training"]
+    assert info["best_checkpoint_metric"] == "seq_acc"
+    with pytest.raises(ScheduleChanged, match=r"best seq_acc .*\(SELECT=valid\); the run "
+                       r"asks for the best loss \(SELECT=test-loss\)"):
+        run_level(PRESET, bin3, run, seed=3, max_update=4, device="cpu", select="test-loss",
+                  out=io.StringIO())
+    skipped = run_level(PRESET, bin3, run, seed=3, max_update=4, device="cpu",
+                        select="test-loss", score_best=False, out=io.StringIO())
+    assert skipped.status == "skipped"
+
+
+@pytest.mark.parametrize("name, options, message", [
+    # the decode's name says best: the default label follows it, --checkpoint last is refused
+    ("generate-best.txt", ["--checkpoint", "last"],
+     "is named as the decode of the best checkpoint, but the checkpoint label is last. "
+     "Fix: pass --checkpoint best"),
+    ("decode.txt", ["--checkpoint", "best", "--path", "checkpoint_last.pt"],
+     "is the last checkpoint, but the checkpoint label is best. Fix: pass --checkpoint last"),
+    ("decode.txt", ["--path", "checkpoint_best.pt"],
+     "is the best checkpoint, but the checkpoint label is last. Fix: pass --checkpoint best"),
+    # trained keeping the best validation seq_acc: not the lowest test loss
+    ("decode.txt", ["--checkpoint", "test-loss", "--path", "checkpoint_best.pt"],
+     "was trained keeping its best checkpoint by seq_acc on valid, but the label test-loss "
+     "means the best loss on the test split. Fix: pass --checkpoint best"),
+])
+def test_score_refuses_a_checkpoint_label_that_the_files_contradict(trained, tmp_path, capsys,
+                                                                     name, options, message):
+    run = trained["run"]
+    assert (run / "checkpoints" / "checkpoint_best.pt").is_file()
+    gen = tmp_path / name
+    shutil.copy(run / "generate-last.txt", gen)
+    options = [str(run / "checkpoints" / o) if o.startswith("checkpoint_") else o
+               for o in options]
+    assert cli(["score", str(gen), "--out", str(tmp_path / "s"), "--data",
+                str(trained["bin3"]), *options]) == 2
+    err = capsys.readouterr().err
+    assert message in err, err
+    assert not (tmp_path / "s").exists()
+
+
+def test_score_takes_the_checkpoint_label_from_the_decodes_name(trained, tmp_path):
+    run = trained["run"]
+    gen = tmp_path / "generate-best.txt"
+    shutil.copy(run / "generate-last.txt", gen)
+    assert cli(["score", str(gen), "--out", str(tmp_path / "s"), "--path",
+                str(run / "checkpoints" / "checkpoint_best.pt")]) == 0
+    assert json.loads((tmp_path / "s" / "score.json").read_text())["checkpoint"] == "best"
+
+
+def test_the_label_of_a_best_checkpoint_follows_the_selection_it_was_kept_by():
+    assert selection_label("seq_acc", "valid") == "best"
+    assert selection_label("loss", "test,valid") == "test-loss"
+    assert selection_label("loss", "valid") is None        # fairseq's default selection
+    assert selection_label("bleu", "valid") is None
+    check_selection("c.pt", "best", "seq_acc", "valid")
+    check_selection("c.pt", "test-loss", "loss", "test,valid")
+    check_selection("c.pt", "last", "loss", "valid")       # the last checkpoint: any selection
+    check_selection("c.pt", "best", None, None)            # not recorded: not compared
+    with pytest.raises(UserError, match=r"by loss on valid, but the label best means the best "
+                       r"seq_acc\. Fix: score its last checkpoint"):
+        check_selection("c.pt", "best", "loss", "valid")
+    with pytest.raises(UserError, match=r"label test-loss means the best loss on the test "
+                       r"split\. Fix: score its last checkpoint"):
+        check_selection("c.pt", "test-loss", "loss", "valid")
+    with pytest.raises(UserError, match=r"Fix: pass --checkpoint test-loss"):
+        check_selection("c.pt", "best", "loss", "test,valid")

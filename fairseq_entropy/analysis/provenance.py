@@ -28,6 +28,7 @@ import hashlib
 import json
 import math
 import os
+import re
 from pathlib import Path
 from typing import Callable, Mapping, Optional, Tuple
 
@@ -62,8 +63,11 @@ def read_checkpoint_info(path: str | os.PathLike) -> dict:
         "training": dict}`` from the checkpoint's ``cfg`` (or legacy ``args``); ``training``
         holds ``data_manifest_sha256`` (None when the checkpoint predates the record, ``""``
         for data without a manifest), ``experiment``, ``level``, ``data_seed``,
-        ``train_args_sha256``, ``max_update``, ``max_epoch``, ``batch_size``, ``updates``
-        (done) and ``epoch_state`` (fairseq's iterator ``[epoch, iterations_in_epoch]``).
+        ``train_args_sha256``, ``extra_args_sha256`` (of the arguments after the preset's),
+        ``best_checkpoint_metric`` (fairseq's, which kept ``checkpoint_best.pt``) and
+        ``valid_subset`` (the splits it was measured on),
+        ``max_update``, ``max_epoch``, ``batch_size``, ``updates`` (done) and ``epoch_state``
+        (fairseq's iterator ``[epoch, iterations_in_epoch]``).
 
     Raises:
         ScoreError: the file cannot be loaded as a checkpoint.
@@ -98,6 +102,9 @@ def read_checkpoint_info(path: str | os.PathLike) -> dict:
                 "level": get("task", "train_data_level"),
                 "data_seed": get("task", "train_data_seed"),
                 "train_args_sha256": get("task", "train_args_sha256"),
+                "extra_args_sha256": get("task", "train_extra_args_sha256"),
+                "best_checkpoint_metric": get("checkpoint", "best_checkpoint_metric"),
+                "valid_subset": get("dataset", "valid_subset"),
                 "max_update": get("optimization", "max_update"),
                 "max_epoch": get("optimization", "max_epoch"),
                 "batch_size": get("dataset", "batch_size"),
@@ -111,6 +118,9 @@ def read_checkpoint_info(path: str | os.PathLike) -> dict:
 
 #: the line the ``systematicity`` task logs when a checkpoint is loaded
 RECORD_MARK = "checkpoint record: "
+#: ``extra_args_sha256`` of a run without arguments after the preset's: the SHA-256 of no
+#: bytes (``experiments.presets.train_args_sha256([])``)
+NO_EXTRA_ARGS_SHA256 = hashlib.sha256(b"").hexdigest()
 
 
 def read_generate_log(path: str | os.PathLike) -> Optional[dict]:
@@ -171,7 +181,8 @@ def check_training_data(training: Optional[dict], source: str, manifest: dict,
 def schedule_record(training: Optional[dict], n_train: Optional[int],
                     own: Optional[dict] = None) -> dict:
     """The ``schedule`` of a ``score.json``: ``max_update``, ``max_epoch``, ``updates`` and
-    ``epochs`` done, ``train_args_sha256`` (each None when not recorded) and the preset's own
+    ``epochs`` done, ``train_args_sha256``, ``extra_args_sha256`` and
+    ``best_checkpoint_metric`` (each None when not recorded) and the preset's own
     schedule for the level (``own``: ``{"epochs", "max_update"}``) as ``preset_epochs`` and
     ``preset_max_update``.
 
@@ -194,6 +205,8 @@ def schedule_record(training: Optional[dict], n_train: Optional[int],
     return {"max_update": t.get("max_update"), "max_epoch": t.get("max_epoch"),
             "updates": t.get("updates"), "epochs": epochs,
             "train_args_sha256": t.get("train_args_sha256"),
+            "extra_args_sha256": t.get("extra_args_sha256"),
+            "best_checkpoint_metric": t.get("best_checkpoint_metric"),
             "preset_epochs": (own or {}).get("epochs"),
             "preset_max_update": (own or {}).get("max_update")}
 
@@ -201,7 +214,9 @@ def schedule_record(training: Optional[dict], n_train: Optional[int],
 def schedule_label(schedule: Optional[dict]) -> str:
     """The schedule part of an aggregate's cell key: ``max_update=U`` (and ``max_epoch=E``
     when set) and the first 8 hex digits of the arguments' hash, e.g. ``max_update=40
-    args=1a2b3c4d``; ``unknown`` for a score without a recorded schedule (older score files
+    args=1a2b3c4d``, then ``extra=`` and the first 8 hex digits of the hash of the arguments
+    given after the preset's, when there were any; ``unknown`` for a score without a recorded
+    schedule (older score files
     and ``results.tsv``).  Runs with different labels are never seeds of one cell."""
     s = schedule or {}
     if s.get("max_update") is None and s.get("max_epoch") is None:
@@ -211,6 +226,8 @@ def schedule_label(schedule: Optional[dict]) -> str:
         parts.append(f"max_epoch={s['max_epoch']}")
     if s.get("train_args_sha256"):
         parts.append(f"args={s['train_args_sha256'][:8]}")
+    if s.get("extra_args_sha256") and s["extra_args_sha256"] != NO_EXTRA_ARGS_SHA256:
+        parts.append(f"extra={s['extra_args_sha256'][:8]}")
     return " ".join(parts)
 
 
@@ -301,6 +318,76 @@ def model_family(manifest: dict) -> str:
     return DECODER_ONLY if manifest.get("format") == "lm" else ENCODER_DECODER
 
 
+#: fairseq's ``--best-checkpoint-metric`` behind each label of a best checkpoint
+SELECTION_METRIC = {"best": "seq_acc", "test-loss": "loss"}
+
+
+def label_of_name(generate_output: str | os.PathLike) -> Optional[str]:
+    """The checkpoint label that a decode's file name gives (``generate-<label>.txt``, as
+    ``fairseq-entropy run`` names them: ``generate-best.txt`` -> ``best``), or None."""
+    m = re.fullmatch(r"generate-(.+)\.txt", Path(generate_output).name)
+    return m.group(1) if m and m.group(1) in CHECKPOINT_LABELS else None
+
+
+def check_checkpoint_label(generate_output: str | os.PathLike, label: str,
+                           path: Optional[str | os.PathLike] = None) -> None:
+    """Refuse a checkpoint label that the decode's file name (``generate-<label>.txt``) or
+    the decoded checkpoint's file name contradicts: ``checkpoint_last.pt`` is the ``last``
+    checkpoint, ``checkpoint_best.pt`` a ``best`` or ``test-loss`` one.
+
+    Raises:
+        UserError: naming both and the fix.
+    """
+    named = label_of_name(generate_output)
+    if named is not None and named != label:
+        raise UserError(f"{generate_output} is named as the decode of the {named} checkpoint, "
+                        f"but the checkpoint label is {label}. Fix: pass --checkpoint {named} "
+                        "(or rename the file if it is the decode of the other checkpoint)")
+    name = Path(path).name if path else None
+    if (name == "checkpoint_last.pt" and label != "last") or \
+            (name == "checkpoint_best.pt" and label == "last"):
+        fits = "last" if label != "last" else "best (or test-loss)"
+        raise UserError(f"--path {path} is the {'last' if label != 'last' else 'best'} "
+                        f"checkpoint, but the checkpoint label is {label}. Fix: pass "
+                        f"--checkpoint {fits}, or --path with the checkpoint that was decoded")
+
+
+def selection_label(metric: Optional[str], valid_subset: Optional[str]) -> Optional[str]:
+    """The label of a best checkpoint kept by fairseq's ``--best-checkpoint-metric``
+    ``metric`` over the splits ``valid_subset``: ``best`` for ``seq_acc``, ``test-loss`` for
+    ``loss`` measured on the test split too (the paper authors' selection); None for any
+    other selection (e.g. fairseq's default, the validation loss)."""
+    if metric == "seq_acc":
+        return "best"
+    if metric == "loss" and "test" in (valid_subset or "").split(","):
+        return "test-loss"
+    return None
+
+
+def check_selection(ckpt: str | os.PathLike, label: str, metric: Optional[str],
+                    valid_subset: Optional[str] = None) -> None:
+    """Refuse to label a best checkpoint ``best`` (highest validation ``seq_acc``) or
+    ``test-loss`` (lowest test loss) when its training kept ``checkpoint_best.pt`` by another
+    selection (``metric``: fairseq's ``--best-checkpoint-metric``, None when not recorded;
+    ``valid_subset``: the splits it was measured on; :func:`selection_label`).
+
+    Raises:
+        UserError: naming the selection, the label and the fix.
+    """
+    if label not in SELECTION_METRIC or metric is None:
+        return
+    fits = selection_label(metric, valid_subset)
+    if fits == label:
+        return
+    raise UserError(f"{ckpt} was trained keeping its best checkpoint by {metric} on "
+                    f"{valid_subset or 'valid'}, but the label {label} means the best "
+                    f"{SELECTION_METRIC[label]}" + (
+                        " on the test split" if label == "test-loss" else "")
+                    + (f". Fix: pass --checkpoint {fits}" if fits else
+                       ". Fix: score its last checkpoint (--checkpoint last), or train with "
+                       "fairseq-entropy run --select"))
+
+
 def resolve_provenance(generate_output: str | os.PathLike, checkpoint_label: str,
                        presets: Mapping[str, dict], path: Optional[str | os.PathLike] = None,
                        data: Optional[str | os.PathLike] = None, preset: Optional[str] = None,
@@ -311,7 +398,8 @@ def resolve_provenance(generate_output: str | os.PathLike, checkpoint_label: str
     """Resolve the data, preset, model and seed of a decode.
 
     Each comes from its argument, else from the decoded checkpoint (``path``, or
-    ``checkpoints/checkpoint_<checkpoint_label>.pt`` beside ``generate_output``): its training
+    ``checkpoints/checkpoint_last.pt`` or ``checkpoint_best.pt`` (labels ``best`` and
+    ``test-loss``) beside ``generate_output``): its training
     data, its architecture (the one preset of that architecture and the data's experiment,
     told apart by the hash of their arguments when several share it) and its seed.  The
     data must be the checkpoint's training data (:func:`check_training_data`); without the
@@ -342,11 +430,16 @@ def resolve_provenance(generate_output: str | os.PathLike, checkpoint_label: str
         DataFormatError: an unreadable manifest.
     """
     ckpt = Path(path) if path else \
-        Path(generate_output).parent / "checkpoints" / f"checkpoint_{checkpoint_label}.pt"
+        Path(generate_output).parent / "checkpoints" / \
+        f"checkpoint_{'last' if checkpoint_label == 'last' else 'best'}.pt"
     if path and not ckpt.is_file():
         raise UserError(f"{ckpt}: checkpoint not found. Fix: pass --path with the checkpoint "
                         "that was decoded")
+    check_checkpoint_label(generate_output, checkpoint_label, path)
     info = read_checkpoint_info(ckpt) if ckpt.is_file() else None
+    if info:
+        check_selection(ckpt, checkpoint_label, info["training"].get("best_checkpoint_metric"),
+                        info["training"].get("valid_subset"))
     where = f"checkpoint {ckpt}" if info else f"no checkpoint at {ckpt}"
     log = Path(generate_output).with_suffix(".log")
     training, source = ((info["training"], f"checkpoint {ckpt}") if info else

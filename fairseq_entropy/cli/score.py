@@ -25,12 +25,16 @@ def add_parser(sub) -> None:
                     "arguments' hash is the checkpoint's)")
     sc.add_argument("--model", help="model name (default: the preset's)")
     sc.add_argument("--seed", type=options.seed, help="training seed (default: the checkpoint's)")
-    sc.add_argument("--checkpoint", default="last", choices=CHECKPOINT_LABELS,
+    sc.add_argument("--checkpoint", choices=CHECKPOINT_LABELS,
                     help="which checkpoint was decoded: the last, the best on validation "
                     "(seq_acc), or the one with the lowest test loss (the paper authors' "
-                    "selection, recipes/train_level.sh with SELECT=test-loss)")
+                    "selection, recipes/train_level.sh with SELECT=test-loss) (default: the "
+                    "label in the output's name, generate-<label>.txt, else last); refused "
+                    "when the output's or the checkpoint's name, or the metric its training "
+                    "kept the best checkpoint by, says otherwise")
     sc.add_argument("--path", help="the checkpoint that was decoded (default: "
-                    "checkpoints/checkpoint_<label>.pt beside the generate output, if present)")
+                    "checkpoints/checkpoint_last.pt, or checkpoint_best.pt for best and test-loss, "
+                    "beside the generate output, if present)")
     sc.add_argument("--split", default="test", help="split that was decoded; the output must "
                     "be a decode of exactly that split's commands, id by id")
     sc.add_argument("--unverified", action="store_true", help="score a decode whose "
@@ -45,7 +49,7 @@ def add_parser(sub) -> None:
 
 def run(args) -> None:
     """``score``: exact-match accuracy of one fairseq-generate output, with its provenance."""
-    from ..analysis.provenance import resolve_provenance
+    from ..analysis.provenance import label_of_name, resolve_provenance
     from ..analysis.scoring import score_lines, write_score
     from ..experiments.presets import (check_fits_data, check_preset, load_presets, own_schedule,
                                        preset_args_sha256)
@@ -56,7 +60,8 @@ def run(args) -> None:
     presets = load_presets(args.presets)
     if args.preset is not None:
         check_preset(presets, args.preset)
-    run = resolve_provenance(args.generate_output, args.checkpoint, presets, path=args.path,
+    label = args.checkpoint or label_of_name(args.generate_output) or "last"
+    run = resolve_provenance(args.generate_output, label, presets, path=args.path,
                              data=args.data, preset=args.preset, model=args.model,
                              seed=args.seed, split=args.split, unverified=args.unverified,
                              own_schedule=own_schedule, args_sha256=preset_args_sha256)

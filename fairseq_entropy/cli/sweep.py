@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from ..errors import UserError
@@ -88,6 +89,12 @@ def run(args) -> None:
              f"{len(set(c.level for c in cells))} levels x {len(set(c.seed for c in cells))} "
              "seeds")
     size = grid.pack if args.pack is None else args.pack
+    select = os.environ.get("SELECT") or "valid"
+    if size > 1 and select != "valid" and os.environ.get("SCORE_BEST", "1") != "0":
+        raise UserError(f"SELECT={select} with packed runs (--pack {size}): a pack keeps each "
+                        "run's best checkpoint by its validation seq_acc (SELECT=valid). Fix: "
+                        "--pack 0 to train each cell on its own, or unset SELECT (or "
+                        "SCORE_BEST=0 to score the last checkpoints only)")
     packing = f", packs of up to {size} cells" if size > 1 else ""
     print(f"# grid {grid.path}: {len(cells)} cells ({shape}), schedule "
           f"{grid.schedule.label}, root {root}, executor {args.executor}, "

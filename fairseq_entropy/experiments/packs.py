@@ -45,7 +45,7 @@ from .locks import LOCK_ENV, LockHeld, RunLock
 from .presets import PresetError, load_presets, train_args, train_args_sha256
 from .processes import CHILDREN, Stopping, stop_on_signals
 from .rerun import ScheduleChanged, check_trained, expected_schedule
-from .run import SHOWN, console_line, subword_data, train_command, user_dir
+from .run import SHOWN, best_metric, console_line, subword_data, train_command, user_dir
 from .sweep import CellResult, last_line, prepare_data, run_cell, scored
 
 PACKS_DIR = "packs"
@@ -326,7 +326,8 @@ def run_pack(pack: Pack, root: str | os.PathLike, slot: Optional[dict] = None,
         for cell in pack.cells:
             spec = load_presets(cell.presets_file)[cell.preset]
             expected.append(expected_schedule(spec, cell.databin(root), cell.schedule.epochs,
-                                              cell.schedule.max_update, cell.seed))
+                                              cell.schedule.max_update, cell.seed, (),
+                                              best_metric("valid")))
             check_trained(cell.run_dir(root), expected[-1])
         cmd = pack_command(pack, root, (slot or {}).get("DEVICE") or default_device())
     except (RuntimeError, OSError, ScheduleChanged, PresetError) as e:

@@ -7,12 +7,16 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Sequence
 
-from ..analysis.provenance import read_checkpoint_info
+from ..analysis.provenance import NO_EXTRA_ARGS_SHA256, read_checkpoint_info
 from ..errors import UserError
 from ..files import read_json
 from .presets import PresetError, train_args, train_args_sha256
+
+
+#: the checkpoint selection (``SELECT``, ``--select``) that keeps the best of each metric
+SELECT_OF = {"seq_acc": "valid", "loss": "test-loss"}
 
 
 class ScheduleChanged(UserError):
@@ -56,8 +60,9 @@ def _data_label(experiment, level, data_seed) -> str:
 def check_same_training(run_dir: str | os.PathLike, state: str, got: dict,
                         expected: dict) -> None:
     """Refuse a run directory whose recorded training (``got``: ``max_update``,
-    ``train_args_sha256``, ``data_manifest_sha256``, ``seed``, ``data_label``; a None value
-    is not compared) differs from what the run asks now (``expected``, of
+    ``train_args_sha256``, ``data_manifest_sha256``, ``seed``, ``data_label``,
+    ``extra_args_sha256``, ``best_checkpoint_metric``; a None value is not compared) differs from
+    what the run asks now (``expected``, of
     :func:`expected_schedule`; ``state`` says what the directory holds, e.g. ``scored``).
 
     Raises:
@@ -84,6 +89,22 @@ def check_same_training(run_dir: str | os.PathLike, state: str, got: dict,
     if differs("seed"):
         raise ScheduleChanged(f"{run_dir} holds a run {state} with seed {got['seed']}, the run "
                               f"asks --seed {expected['seed']}. {fix}")
+    if differs("extra_args_sha256"):
+        def extra(h):
+            return "none" if h == NO_EXTRA_ARGS_SHA256 else f"sha256 {h[:12]}"
+
+        raise ScheduleChanged(
+            f"{run_dir} was {state} with other fairseq-train arguments after the preset's "
+            f"(after --: {extra(got['extra_args_sha256'])}; the run asks "
+            f"{extra(expected['extra_args_sha256'])}). {fix}")
+    if differs("best_checkpoint_metric"):
+        raise ScheduleChanged(
+            f"{run_dir} was {state} keeping the checkpoint with the best "
+            f"{got['best_checkpoint_metric']} as checkpoint_best.pt (SELECT="
+            f"{SELECT_OF.get(got['best_checkpoint_metric'], '?')}); the run asks for the best "
+            f"{expected['best_checkpoint_metric']} (SELECT="
+            f"{SELECT_OF.get(expected['best_checkpoint_metric'], '?')}). {fix}, or score only "
+            "its last checkpoint (SCORE_BEST=0, --no-score-best)")
 
 
 def check_trained(run_dir: str | os.PathLike, expected: Optional[dict]) -> None:
@@ -106,19 +127,24 @@ def check_trained(run_dir: str | os.PathLike, expected: Optional[dict]) -> None:
     t = info["training"]
     got = {"max_update": t.get("max_update"), "train_args_sha256": t.get("train_args_sha256"),
            "data_manifest_sha256": t.get("data_manifest_sha256") or None, "seed": info["seed"],
-           "data_label": _data_label(t.get("experiment"), t.get("level"), t.get("data_seed"))}
+           "data_label": _data_label(t.get("experiment"), t.get("level"), t.get("data_seed")),
+           "extra_args_sha256": t.get("extra_args_sha256"),
+           "best_checkpoint_metric": t.get("best_checkpoint_metric")}
     check_same_training(run_dir, "trained" if (ckpts / "trained").exists() else
                         "started (and cut off)", got, expected)
 
 
 def expected_schedule(spec: dict, databin: str | os.PathLike, epochs: Optional[float] = None,
-                      max_update: Optional[int] = None, seed: Optional[int] = None
-                      ) -> Optional[dict]:
+                      max_update: Optional[int] = None, seed: Optional[int] = None,
+                      extra_args: Optional[Sequence[str]] = None,
+                      best_metric: Optional[str] = None) -> Optional[dict]:
     """What a run of preset ``spec`` on ``databin`` with these overrides trains with:
     ``max_update`` and ``train_args_sha256`` (:func:`~.presets.train_args`,
     :func:`~.presets.train_args_sha256`), ``data_manifest_sha256`` and ``data_label`` of the
-    level's ``manifest.json`` (None without one) and ``seed`` (None: not compared); None
-    when the level is not there to compute it."""
+    level's ``manifest.json`` (None without one), ``seed``, ``extra_args_sha256`` (the hash
+    of ``extra_args``, the fairseq-train arguments after the preset's) and
+    ``best_checkpoint_metric`` (each None when not given: not compared); None when the level
+    is not there to compute it."""
     try:
         args = train_args(spec, databin, epochs, max_update)
     except PresetError:
@@ -131,7 +157,10 @@ def expected_schedule(spec: dict, databin: str | os.PathLike, epochs: Optional[f
         label = f"{databin}: " + _data_label(m.get("experiment"), m.get("level"), m.get("seed"))
     return {"max_update": int(args[args.index("--max-update") + 1]),
             "train_args_sha256": train_args_sha256(args), "data_manifest_sha256": sha,
-            "data_label": label, "seed": seed}
+            "data_label": label, "seed": seed,
+            "extra_args_sha256": None if extra_args is None else
+            train_args_sha256(list(extra_args)),
+            "best_checkpoint_metric": best_metric}
 
 
 def check_run_dir(run_dir: str | os.PathLike, option: str = "RUN_DIR") -> None:

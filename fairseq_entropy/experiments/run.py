@@ -275,7 +275,7 @@ def _progress(run: Path, line: str, out) -> None:
 
 def train_command(data: str | os.PathLike, out_dir: Path, args: Sequence[str], plugin: str,
                   device: str, valid_batch: int = 512, select: str = "valid",
-                  subword: bool = False) -> list:
+                  subword: bool = False, extra_args: Sequence[str] = ()) -> list:
     """The fairseq-train command of a run (or of a pack: ``data`` is then the pack directory
     and ``args`` end with ``--task packed_systematicity``), without ``--seed``.
 
@@ -288,6 +288,8 @@ def train_command(data: str | os.PathLike, out_dir: Path, args: Sequence[str], p
         device: ``cpu`` (adds ``--cpu``) or ``gpu``.
         valid_batch, select: as :func:`run_level`.
         subword: the level's actions are sentencepiece pieces (longer decodes).
+        extra_args: the fairseq-train arguments the caller appends after ``--seed``; their
+            hash is recorded as ``--train-extra-args-sha256`` (the hash of none without).
     """
     args = list(args)
     own = args[:-2] if args[-2:-1] == ["--task"] else args
@@ -299,7 +301,15 @@ def train_command(data: str | os.PathLike, out_dir: Path, args: Sequence[str], p
             "--num-workers", "0", "--log-format", "simple", "--log-interval", "100",
             "--required-batch-size-multiple", "1", "--batch-size-valid", str(valid_batch),
             "--eval-seq-acc", "--eval-seq-acc-max-len-b", "400" if subword else "60",
-            *SELECTIONS[select][1], "--train-args-sha256", train_args_sha256(own)]
+            *SELECTIONS[select][1], "--train-args-sha256", train_args_sha256(own),
+            "--train-extra-args-sha256", train_args_sha256(list(extra_args))]
+
+
+def best_metric(select: str) -> str:
+    """fairseq's ``--best-checkpoint-metric`` of a checkpoint selection (``seq_acc`` for
+    ``valid``, ``loss`` for ``test-loss``)."""
+    args = SELECTIONS[select][1]
+    return args[args.index("--best-checkpoint-metric") + 1]
 
 
 def run_level(preset: str, databin: str | os.PathLike, run_dir: str | os.PathLike,
@@ -367,7 +377,8 @@ def run_level(preset: str, databin: str | os.PathLike, run_dir: str | os.PathLik
     check_run_dir(run_dir)
     table = load_presets(presets)
     check_preset(table, preset)
-    expected = expected_schedule(table[preset], databin, epochs, max_update, seed)
+    expected = expected_schedule(table[preset], databin, epochs, max_update, seed, extra_args,
+                                 best_metric(select) if score_best else None)
     acc = scored(run, expected)
     if acc is not None:
         print(f"skip {run_dir} (already scored)", file=out, flush=True)
@@ -430,7 +441,7 @@ def _run_locked(children, fds, presets, preset, databin, run, run_name, seed, ep
         print(f"skip training {run_name} (finished before); decoding", file=out, flush=True)
     else:
         cmd = [*train_command(databin, run, args, plugin, device, valid_batch, select,
-                              subword), "--seed", str(seed), *extra_args]
+                              subword, extra_args), "--seed", str(seed), *extra_args]
         _train(children, cmd, run, fds, out)
         trained.touch()
 

@@ -148,7 +148,8 @@ def scored(cell: Cell, root: str | os.PathLike,
     """
     table = load_presets(presets if presets is not None else cell.presets_file)
     expected = expected_schedule(table[cell.preset], cell.databin(root), cell.schedule.epochs,
-                                 cell.schedule.max_update) if cell.preset in table else None
+                                 cell.schedule.max_update, extra_args=()) \
+        if cell.preset in table else None
     return scored_run(cell.run_dir(root), expected)
 
 

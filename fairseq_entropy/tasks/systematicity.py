@@ -148,6 +148,14 @@ class SystematicityConfig(TranslationConfig):
                           "applied (experiments.presets.train_args_sha256); fairseq-entropy run "
                           "sets it, recorded in checkpoints; unset for other runs"},
     )
+    train_extra_args_sha256: Optional[str] = field(
+        default=None,
+        metadata={"help": "SHA-256 of the fairseq-train arguments given after the preset's "
+                          "(after -- on fairseq-entropy run's command line; the hash of no "
+                          "arguments when there are none); fairseq-entropy run sets it, recorded "
+                          "in checkpoints, and runs with other extra arguments are never seeds "
+                          "of one cell; unset for other runs"},
+    )
     # the training schedule, read for the progress line (fairseq's own options; no help text
     # so that fairseq does not add them to the command line a second time)
     max_update: int = II("optimization.max_update")
@@ -257,6 +265,7 @@ class SystematicityTask(TranslationTask):
                 "experiment": self.cfg.train_data_experiment,
                 "level": self.cfg.train_data_level, "data_seed": self.cfg.train_data_seed,
                 "train_args_sha256": self.cfg.train_args_sha256,
+                "extra_args_sha256": self.cfg.train_extra_args_sha256,
                 "max_update": option("max_update"), "max_epoch": option("max_epoch"),
                 "updates": getattr(self, "_last_update", None)}
 
