@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from fairseq_entropy.analysis.provenance import (check_selection, check_training_data,
-                                                 read_checkpoint_info, schedule_record,
-                                                 selection_label)
+from fairseq_entropy.analysis.checkpoint_labels import check_selection, selection_label
+from fairseq_entropy.analysis.provenance import (check_training_data, read_checkpoint_info,
+                                                 schedule_record)
 from fairseq_entropy.cli import main as cli
 from fairseq_entropy.errors import UserError
 from fairseq_entropy.experiments.grids import Cell, Schedule
@@ -65,6 +65,9 @@ def test_score_json_records_the_training_data_and_the_schedule(trained):
     assert updates == 4
     args = train_args(load_presets()[PRESET], bin3, max_update=4)
     sha_args = hashlib.sha256("".join(a + "\n" for a in args).encode()).hexdigest()
+    one = train_args(load_presets()[PRESET], bin3, max_update=1)
+    sha_config = hashlib.sha256("".join(a + "\n" for a in one).encode()).hexdigest()
+    assert one[one.index("--max-update") + 1] == "1"
     # 320 commands in batches of 32: 10 updates an epoch; the preset's 24 epochs are 240
     assert rec["schedule"] == {"max_update": 4, "max_epoch": 0, "updates": 4,
                                "epochs": round(4 / math.ceil(320 / 32), 3),
@@ -72,7 +75,9 @@ def test_score_json_records_the_training_data_and_the_schedule(trained):
                                "preset_max_update": 240,
                                # no arguments after the preset's: the hash of no bytes
                                "extra_args_sha256": hashlib.sha256(b"").hexdigest(),
-                               "best_checkpoint_metric": "seq_acc"}
+                               "best_checkpoint_metric": "seq_acc",
+                               # the preset's arguments with the schedule left out
+                               "preset_config_sha256": sha_config}
     assert rec["schedule_label"] == f"max_update=4 args={sha_args[:8]}"
     assert rec["train_data_manifest_sha256"] == rec["data_manifest_sha256"] == \
         hashlib.sha256((bin3 / "manifest.json").read_bytes()).hexdigest()

@@ -3,6 +3,7 @@ import csv
 import hashlib
 import json
 import os
+import shutil
 import stat
 from pathlib import Path
 
@@ -139,6 +140,7 @@ def test_score_and_aggregate_cli(tmp_path, capsys):
                      # own schedule is 24 epochs of ceil(10 / 32) = 1 update
                      "schedule": "unknown", "updates": "", "epochs": "",
                      "preset_max_update": "24", "model_family": "encoder-decoder",
+                     "preset_config": "",
                      # by hand: 7 of the 8 clauses match (sample 0's jump clause does not);
                      # sample 0 is wrong in the restricted verb's clause only; no output has
                      # 4 tokens, so corpus BLEU has no 4-gram match
@@ -576,3 +578,40 @@ def test_an_experiment_2_curve_at_the_papers_per_level_schedule_is_one_curve(tmp
     err = capsys.readouterr().err
     assert "both train support_2 of exp2_cnn_authors at the preset's own number of updates" in err
     assert "Fix: aggregate the runs of each argument set apart" in err
+
+
+def test_levels_of_one_per_level_curve_trained_with_an_edited_preset_are_refused(tmp_path,
+                                                                                  capsys):
+    """Each level's score records the hash of its preset's arguments without the schedule
+    (``preset_config``); one curve at the preset's own per-level schedule refuses two of
+    them (the preset edited between levels), and a level without the record (an older
+    score) is not compared."""
+    runs = tmp_path / "runs"
+    for k, updates, config in ((1, 11776, "11112222"), (2, 20552, None), (4, 29360, "33334444")):
+        sched = {**_exp2_schedule(updates, updates, str(k)),
+                 **({"preset_config_sha256": config * 8} if config else {})}
+        write_score_json(runs / f"k{k}/score.json", experiment="exp2", preset="exp2_cnn_authors",
+                         model="cnn_authors", n_train=5866 * k, level=f"support_{k}",
+                         entropy_bits=float(k.bit_length() - 1), accuracy=0.1 * k,
+                         schedule=sched)
+    capsys.readouterr()
+    assert cli(["aggregate", str(runs), "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert "(support_4, preset arguments 33334444) and " in err
+    assert "(support_1, 11112222) were trained with different arguments of preset " \
+        "exp2_cnn_authors" in err and "Fix: re-train the levels of one argument set" in err
+    assert not (tmp_path / "r").exists()
+    # the same configuration at every level that records one: one curve; results.tsv keeps
+    # the record, so a later aggregate of the committed table checks it again
+    shutil.rmtree(runs / "k4")
+    assert cli(["aggregate", str(runs), "--out", str(tmp_path / "ok")]) == 0
+    rows = list(csv.DictReader(open(tmp_path / "ok" / "results.tsv"), delimiter="\t"))
+    assert sorted((r["level"], r["preset_config"]) for r in rows) == [
+        ("support_1", "11112222"), ("support_2", "")]
+    write_score_json(runs / "k4/score.json", experiment="exp2", preset="exp2_cnn_authors",
+                     model="cnn_authors", n_train=5866 * 4, level="support_4", entropy_bits=2.0,
+                     accuracy=0.4, schedule={**_exp2_schedule(29360, 29360, "4"),
+                                             "preset_config_sha256": "5" * 64})
+    assert cli(["aggregate", str(tmp_path / "ok" / "results.tsv"), str(runs / "k4"),
+                "--out", str(tmp_path / "again")]) == 2
+    assert "preset arguments 55555555" in capsys.readouterr().err

@@ -146,7 +146,8 @@ def collect_scores(roots: Iterable[str | os.PathLike]) -> List[dict]:
             sched = rec.get("schedule") if isinstance(rec.get("schedule"), dict) else {}
             row.update(schedule=schedule_label(sched), updates=sched.get("updates"),
                        epochs=sched.get("epochs"),
-                       preset_max_update=sched.get("preset_max_update"))
+                       preset_max_update=sched.get("preset_max_update"),
+                       preset_config=(sched.get("preset_config_sha256") or "")[:8] or None)
             if rec.get("variant"):
                 row["experiment"] = f"{rec['experiment']}+{rec['variant']}"
             if rec.get("split") not in (None, "test"):  # e.g. COGS's gen: a curve of its own

@@ -13,12 +13,12 @@ from ..scan.grammar import CONJUNCTIONS
 #: columns of ``results.tsv``, one row per score.json
 RESULT_COLUMNS = ("experiment", "preset", "model", "n_train", "level", "entropy_bits",
                   "checkpoint", "schedule", "seed", "data_seed", "accuracy", "updates",
-                  "epochs", "preset_max_update", "model_family")
+                  "epochs", "preset_max_update", "model_family", "preset_config")
 #: result columns a score may lack (None in its row); a ``results.tsv`` may lack the columns
 #: of :data:`SCHEDULE_COLUMNS` and ``model_family`` (older aggregates; ``model_family``:
 #: ``decoder-only`` or ``encoder-decoder``, None in scores written before it was recorded)
 OPTIONAL_RESULT_COLUMNS = ("entropy_bits", "data_seed", "schedule", "updates", "epochs",
-                           "preset_max_update", "model_family")
+                           "preset_max_update", "model_family", "preset_config")
 #: ``model_family`` of a score: a decode of lm-format data (``provenance.model_family``) ...
 DECODER_ONLY = "decoder-only"
 #: ... and of pair data
@@ -27,9 +27,11 @@ ENCODER_DECODER = "encoder-decoder"
 #: cells are compared with the paper's encoder-decoder (``paper.paper_model_name``)
 PAPER_IS_ENCODER_DECODER = "paper value: the encoder-decoder (the paper has no decoder-only model)"
 #: the schedule of a run (``score.json``'s ``schedule``): its label (the cell key's part,
-#: ``provenance.schedule_label``; ``unknown`` when not recorded), the updates and epochs done
-#: and the preset's own ``max_update`` on the level
-SCHEDULE_COLUMNS = ("schedule", "updates", "epochs", "preset_max_update")
+#: ``provenance.schedule_label``; ``unknown`` when not recorded), the updates and epochs done,
+#: the preset's own ``max_update`` on the level and ``preset_config``, the first 8 hex digits
+#: of the hash of the preset's arguments with the schedule left out (the same at every level
+#: of one preset; empty when the run's arguments could not be verified against the preset)
+SCHEDULE_COLUMNS = ("schedule", "updates", "epochs", "preset_max_update", "preset_config")
 #: the schedule label of a score without a recorded schedule
 UNKNOWN_SCHEDULE = "unknown"
 #: graded metrics of ``score.json`` (its ``graded`` record) and the exact match of the

@@ -28,12 +28,12 @@ import hashlib
 import json
 import math
 import os
-import re
 from pathlib import Path
 from typing import Callable, Mapping, Optional, Tuple
 
 from ..errors import UserError
 from ..files import iter_text_lines, read_json
+from .checkpoint_labels import check_checkpoint_label, check_selection
 from .columns import CHECKPOINT_LABELS, DECODER_ONLY, ENCODER_DECODER, ScoreError
 
 
@@ -183,8 +183,9 @@ def schedule_record(training: Optional[dict], n_train: Optional[int],
     """The ``schedule`` of a ``score.json``: ``max_update``, ``max_epoch``, ``updates`` and
     ``epochs`` done, ``train_args_sha256``, ``extra_args_sha256`` and
     ``best_checkpoint_metric`` (each None when not recorded) and the preset's own
-    schedule for the level (``own``: ``{"epochs", "max_update"}``) as ``preset_epochs`` and
-    ``preset_max_update``.
+    schedule for the level (``own``: ``{"epochs", "max_update", "config_sha256"}``) as
+    ``preset_epochs``, ``preset_max_update`` and ``preset_config_sha256`` (the hash of the
+    preset's arguments with the schedule left out, the same at every level).
 
     ``epochs`` done: fairseq's iterator state ``(epoch, iterations_in_epoch)`` gives
     ``epoch - 1`` whole epochs plus ``iterations_in_epoch`` of ceil(N / batch size) updates;
@@ -208,7 +209,8 @@ def schedule_record(training: Optional[dict], n_train: Optional[int],
             "extra_args_sha256": t.get("extra_args_sha256"),
             "best_checkpoint_metric": t.get("best_checkpoint_metric"),
             "preset_epochs": (own or {}).get("epochs"),
-            "preset_max_update": (own or {}).get("max_update")}
+            "preset_max_update": (own or {}).get("max_update"),
+            "preset_config_sha256": (own or {}).get("config_sha256")}
 
 
 def schedule_label(schedule: Optional[dict]) -> str:
@@ -316,76 +318,6 @@ def model_family(manifest: dict) -> str:
     """``decoder-only`` for a decode of lm-format data (the manifest's ``format`` is ``lm``),
     else ``encoder-decoder``."""
     return DECODER_ONLY if manifest.get("format") == "lm" else ENCODER_DECODER
-
-
-#: fairseq's ``--best-checkpoint-metric`` behind each label of a best checkpoint
-SELECTION_METRIC = {"best": "seq_acc", "test-loss": "loss"}
-
-
-def label_of_name(generate_output: str | os.PathLike) -> Optional[str]:
-    """The checkpoint label that a decode's file name gives (``generate-<label>.txt``, as
-    ``fairseq-entropy run`` names them: ``generate-best.txt`` -> ``best``), or None."""
-    m = re.fullmatch(r"generate-(.+)\.txt", Path(generate_output).name)
-    return m.group(1) if m and m.group(1) in CHECKPOINT_LABELS else None
-
-
-def check_checkpoint_label(generate_output: str | os.PathLike, label: str,
-                           path: Optional[str | os.PathLike] = None) -> None:
-    """Refuse a checkpoint label that the decode's file name (``generate-<label>.txt``) or
-    the decoded checkpoint's file name contradicts: ``checkpoint_last.pt`` is the ``last``
-    checkpoint, ``checkpoint_best.pt`` a ``best`` or ``test-loss`` one.
-
-    Raises:
-        UserError: naming both and the fix.
-    """
-    named = label_of_name(generate_output)
-    if named is not None and named != label:
-        raise UserError(f"{generate_output} is named as the decode of the {named} checkpoint, "
-                        f"but the checkpoint label is {label}. Fix: pass --checkpoint {named} "
-                        "(or rename the file if it is the decode of the other checkpoint)")
-    name = Path(path).name if path else None
-    if (name == "checkpoint_last.pt" and label != "last") or \
-            (name == "checkpoint_best.pt" and label == "last"):
-        fits = "last" if label != "last" else "best (or test-loss)"
-        raise UserError(f"--path {path} is the {'last' if label != 'last' else 'best'} "
-                        f"checkpoint, but the checkpoint label is {label}. Fix: pass "
-                        f"--checkpoint {fits}, or --path with the checkpoint that was decoded")
-
-
-def selection_label(metric: Optional[str], valid_subset: Optional[str]) -> Optional[str]:
-    """The label of a best checkpoint kept by fairseq's ``--best-checkpoint-metric``
-    ``metric`` over the splits ``valid_subset``: ``best`` for ``seq_acc``, ``test-loss`` for
-    ``loss`` measured on the test split too (the paper authors' selection); None for any
-    other selection (e.g. fairseq's default, the validation loss)."""
-    if metric == "seq_acc":
-        return "best"
-    if metric == "loss" and "test" in (valid_subset or "").split(","):
-        return "test-loss"
-    return None
-
-
-def check_selection(ckpt: str | os.PathLike, label: str, metric: Optional[str],
-                    valid_subset: Optional[str] = None) -> None:
-    """Refuse to label a best checkpoint ``best`` (highest validation ``seq_acc``) or
-    ``test-loss`` (lowest test loss) when its training kept ``checkpoint_best.pt`` by another
-    selection (``metric``: fairseq's ``--best-checkpoint-metric``, None when not recorded;
-    ``valid_subset``: the splits it was measured on; :func:`selection_label`).
-
-    Raises:
-        UserError: naming the selection, the label and the fix.
-    """
-    if label not in SELECTION_METRIC or metric is None:
-        return
-    fits = selection_label(metric, valid_subset)
-    if fits == label:
-        return
-    raise UserError(f"{ckpt} was trained keeping its best checkpoint by {metric} on "
-                    f"{valid_subset or 'valid'}, but the label {label} means the best "
-                    f"{SELECTION_METRIC[label]}" + (
-                        " on the test split" if label == "test-loss" else "")
-                    + (f". Fix: pass --checkpoint {fits}" if fits else
-                       ". Fix: score its last checkpoint (--checkpoint last), or train with "
-                       "fairseq-entropy run --select"))
 
 
 def resolve_provenance(generate_output: str | os.PathLike, checkpoint_label: str,
@@ -511,6 +443,12 @@ def resolve_provenance(generate_output: str | os.PathLike, checkpoint_label: str
         raise UserError(f"the training seed is unknown (no --seed; {where}). Fix: pass --seed "
                         "S or --path CHECKPOINT")
     own = own_schedule(presets[preset], manifest) if own_schedule else None
+    recorded = (training or {}).get("train_args_sha256")
+    if recorded and args_sha256 and \
+            args_sha256(presets[preset], data, (training or {}).get("max_update")) == recorded:
+        # the run trained the preset's arguments: their hash with the schedule left out (one
+        # update, no warm-up) names the configuration at every level of the preset
+        own = {**(own or {}), "config_sha256": args_sha256(presets[preset], data, 1)}
     return {"data": data, "meta": provenance(manifest, sha, data, split, checkpoint_label,
                                              preset, preset_model, seed,
                                              info["path"] if info else None, training,

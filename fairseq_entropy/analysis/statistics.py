@@ -59,11 +59,14 @@ def group_runs(rows: Sequence[dict]) -> Dict[tuple, List[dict]]:
         ScoreError: two rows with the same cell and seed (e.g. a run scored twice into
             different directories), naming both files; or two cells of one curve at one level
             (Experiment 2 runs at their preset's own schedule but with other arguments,
-            :func:`curve_schedule`), naming a file of each.
+            :func:`curve_schedule`), naming a file of each; or two levels of such a curve
+            trained with different preset arguments (``preset_config``: the preset edited
+            between the runs).
     """
     groups: Dict[tuple, List[dict]] = defaultdict(list)
     seen: Dict[tuple, dict] = {}
     points: Dict[tuple, dict] = {}
+    configs: Dict[tuple, dict] = {}
     for r in rows:
         key = cell_key(r)
         dup = seen.get((key, r["seed"]))
@@ -79,6 +82,16 @@ def group_runs(rows: Sequence[dict]) -> Dict[tuple, List[dict]]:
                 f"({schedule_of(other)}) both train {r['level']} of {model_of(r)} at the "
                 "preset's own number of updates, with different arguments: one curve cannot "
                 "hold both. Fix: aggregate the runs of each argument set apart")
+        if curve_schedule(r) == OWN_SCHEDULE_PER_LEVEL and r.get("preset_config"):
+            first = configs.setdefault(curve_key(r), r)
+            if first["preset_config"] != r["preset_config"]:
+                raise ScoreError(
+                    f"{r.get('path', '?')} ({r['level']}, preset arguments "
+                    f"{r['preset_config']}) and {first.get('path', '?')} ({first['level']}, "
+                    f"{first['preset_config']}) were trained with different arguments of "
+                    f"preset {model_of(r)} (edited between the runs?): one curve at the "
+                    "preset's own per-level schedule cannot hold both. Fix: re-train the "
+                    "levels of one argument set, or aggregate the runs of each apart")
         seen[(key, r["seed"])] = r
         groups[key].append(r)
     return {k: groups[k] for k in sorted(groups, key=order_key)}

@@ -49,7 +49,8 @@ def add_parser(sub) -> None:
 
 def run(args) -> None:
     """``score``: exact-match accuracy of one fairseq-generate output, with its provenance."""
-    from ..analysis.provenance import label_of_name, resolve_provenance
+    from ..analysis.checkpoint_labels import label_of_name
+    from ..analysis.provenance import resolve_provenance
     from ..analysis.scoring import score_lines, write_score
     from ..experiments.presets import (check_fits_data, check_preset, load_presets, own_schedule,
                                        preset_args_sha256)

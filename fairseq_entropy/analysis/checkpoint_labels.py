@@ -1,0 +1,85 @@
+"""Which checkpoint a decode is of: the label a decode's file name gives
+(``generate-<label>.txt``), the label of a best checkpoint by the selection that kept it
+(fairseq's ``--best-checkpoint-metric`` and ``--valid-subset``), and the checks that refuse a
+label that the files or the selection contradict (:data:`~.columns.CHECKPOINT_LABELS`:
+``last``, ``best`` = highest validation ``seq_acc``, ``test-loss`` = lowest test loss, the
+paper authors' selection)."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Optional
+
+from ..errors import UserError
+from .columns import CHECKPOINT_LABELS
+
+#: fairseq's ``--best-checkpoint-metric`` behind each label of a best checkpoint
+SELECTION_METRIC = {"best": "seq_acc", "test-loss": "loss"}
+
+
+def label_of_name(generate_output: str | os.PathLike) -> Optional[str]:
+    """The checkpoint label that a decode's file name gives (``generate-<label>.txt``, as
+    ``fairseq-entropy run`` names them: ``generate-best.txt`` -> ``best``), or None."""
+    m = re.fullmatch(r"generate-(.+)\.txt", Path(generate_output).name)
+    return m.group(1) if m and m.group(1) in CHECKPOINT_LABELS else None
+
+
+def check_checkpoint_label(generate_output: str | os.PathLike, label: str,
+                           path: Optional[str | os.PathLike] = None) -> None:
+    """Refuse a checkpoint label that the decode's file name (``generate-<label>.txt``) or
+    the decoded checkpoint's file name contradicts: ``checkpoint_last.pt`` is the ``last``
+    checkpoint, ``checkpoint_best.pt`` a ``best`` or ``test-loss`` one.
+
+    Raises:
+        UserError: naming both and the fix.
+    """
+    named = label_of_name(generate_output)
+    if named is not None and named != label:
+        raise UserError(f"{generate_output} is named as the decode of the {named} checkpoint, "
+                        f"but the checkpoint label is {label}. Fix: pass --checkpoint {named} "
+                        "(or rename the file if it is the decode of the other checkpoint)")
+    name = Path(path).name if path else None
+    if (name == "checkpoint_last.pt" and label != "last") or \
+            (name == "checkpoint_best.pt" and label == "last"):
+        fits = "last" if label != "last" else "best (or test-loss)"
+        raise UserError(f"--path {path} is the {'last' if label != 'last' else 'best'} "
+                        f"checkpoint, but the checkpoint label is {label}. Fix: pass "
+                        f"--checkpoint {fits}, or --path with the checkpoint that was decoded")
+
+
+def selection_label(metric: Optional[str], valid_subset: Optional[str]) -> Optional[str]:
+    """The label of a best checkpoint kept by fairseq's ``--best-checkpoint-metric``
+    ``metric`` over the splits ``valid_subset``: ``best`` for ``seq_acc``, ``test-loss`` for
+    ``loss`` measured on the test split too (the paper authors' selection); None for any
+    other selection (e.g. fairseq's default, the validation loss)."""
+    if metric == "seq_acc":
+        return "best"
+    if metric == "loss" and "test" in (valid_subset or "").split(","):
+        return "test-loss"
+    return None
+
+
+def check_selection(ckpt: str | os.PathLike, label: str, metric: Optional[str],
+                    valid_subset: Optional[str] = None) -> None:
+    """Refuse to label a best checkpoint ``best`` (highest validation ``seq_acc``) or
+    ``test-loss`` (lowest test loss) when its training kept ``checkpoint_best.pt`` by another
+    selection (``metric``: fairseq's ``--best-checkpoint-metric``, None when not recorded;
+    ``valid_subset``: the splits it was measured on; :func:`selection_label`).
+
+    Raises:
+        UserError: naming the selection, the label and the fix.
+    """
+    if label not in SELECTION_METRIC or metric is None:
+        return
+    fits = selection_label(metric, valid_subset)
+    if fits == label:
+        return
+    raise UserError(f"{ckpt} was trained keeping its best checkpoint by {metric} on "
+                    f"{valid_subset or 'valid'}, but the label {label} means the best "
+                    f"{SELECTION_METRIC[label]}" + (
+                        " on the test split" if label == "test-loss" else "")
+                    + (f". Fix: pass --checkpoint {fits}" if fits else
+                       ". Fix: score its last checkpoint (--checkpoint last), or train with "
+                       "fairseq-entropy run --select"))
