@@ -9,14 +9,43 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 from ..errors import UserError
 from .columns import CHECKPOINT_LABELS
 
+
+
+@dataclass(frozen=True)
+class Selection:
+    """One way of keeping a run's best checkpoint (``checkpoint_best.pt``).
+
+    Attributes:
+        label: the checkpoint label of its decodes (``generate-<label>.txt``).
+        metric: fairseq's ``--best-checkpoint-metric``.
+        train_args: the fairseq-train options that make fairseq keep it.
+    """
+
+    label: str
+    metric: str
+    train_args: tuple[str, ...]
+
+
+#: checkpoint selections by their ``SELECT`` / ``--select`` name: ``valid`` keeps the highest
+#: validation ``seq_acc``; ``test-loss`` the lowest loss over the test and validation splits
+#: (the paper authors' selection)
+SELECTIONS = {
+    "valid": Selection("best", "seq_acc", ("--best-checkpoint-metric", "seq_acc",
+                                           "--maximize-best-checkpoint-metric")),
+    "test-loss": Selection("test-loss", "loss", ("--valid-subset", "test,valid",
+                                                 "--best-checkpoint-metric", "loss")),
+}
 #: fairseq's ``--best-checkpoint-metric`` behind each label of a best checkpoint
-SELECTION_METRIC = {"best": "seq_acc", "test-loss": "loss"}
+SELECTION_METRIC = {s.label: s.metric for s in SELECTIONS.values()}
+#: the selection name (``SELECT``) that keeps the best of each metric
+SELECT_OF = {s.metric: name for name, s in SELECTIONS.items()}
 
 
 def label_of_name(generate_output: str | os.PathLike) -> Optional[str]:

@@ -395,6 +395,16 @@ def resolve_provenance(generate_output: str | os.PathLike, checkpoint_label: str
                         "as that .log file), or --unverified to score it as --data, --preset "
                         "and --seed say")
 
+    recorded = (training or {}).get("train_args_sha256")
+    hashes: dict[str, Optional[str]] = {}
+
+    def hash_of(name):
+        """The hash of preset ``name``'s arguments with the checkpoint's schedule (once)."""
+        if name not in hashes:
+            hashes[name] = args_sha256(presets[name], data, (training or {}).get("max_update")) \
+                if recorded and args_sha256 else None
+        return hashes[name]
+
     if info and info["arch"]:
         same_arch = sorted(n for n, p in presets.items() if p.get("arch") == info["arch"])
         if preset is not None and preset not in same_arch:
@@ -405,12 +415,6 @@ def resolve_provenance(generate_output: str | os.PathLike, checkpoint_label: str
             raise UserError(f"{ckpt} was trained with --arch {info['arch']}, and no preset has "
                             f"--arch {info['arch']}. Fix: pass --presets with your presets file "
                             "(the one the run was trained with)")
-        recorded = (training or {}).get("train_args_sha256")
-
-        def hash_of(name):
-            return args_sha256(presets[name], data, (training or {}).get("max_update")) \
-                if recorded and args_sha256 else None
-
         if preset is not None and hash_of(preset) not in (None, recorded):
             raise UserError(f"--preset {preset} gives other fairseq-train arguments (sha256 "
                             f"{hash_of(preset)[:12]}) than {ckpt} was trained with "
@@ -443,9 +447,7 @@ def resolve_provenance(generate_output: str | os.PathLike, checkpoint_label: str
         raise UserError(f"the training seed is unknown (no --seed; {where}). Fix: pass --seed "
                         "S or --path CHECKPOINT")
     own = own_schedule(presets[preset], manifest) if own_schedule else None
-    recorded = (training or {}).get("train_args_sha256")
-    if recorded and args_sha256 and \
-            args_sha256(presets[preset], data, (training or {}).get("max_update")) == recorded:
+    if recorded and args_sha256 and hash_of(preset) == recorded:
         # the run trained the preset's arguments: their hash with the schedule left out (one
         # update, no warm-up) names the configuration at every level of the preset
         own = {**(own or {}), "config_sha256": args_sha256(presets[preset], data, 1)}

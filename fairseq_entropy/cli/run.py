@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..analysis.checkpoint_labels import SELECTIONS
 from . import options
 
 USAGE = ("fairseq-entropy run PRESET LEVEL_DATABIN RUN_DIR [options] "
@@ -26,7 +27,7 @@ def _add_options(p) -> None:
                    help="sentences per validation batch (the outputs do not depend on it)")
     p.add_argument("--no-score-best", dest="score_best", action="store_false",
                    help="decode and score only the last checkpoint")
-    p.add_argument("--select", choices=["valid", "test-loss"], default="valid",
+    p.add_argument("--select", choices=list(SELECTIONS), default="valid",
                    help="best checkpoint: highest validation seq_acc (scored as 'best'), or "
                         "lowest test loss, the paper authors' selection (scored as "
                         "'test-loss', a diagnostic)")

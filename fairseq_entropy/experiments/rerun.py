@@ -9,14 +9,11 @@ import os
 from pathlib import Path
 from typing import Optional, Sequence
 
+from ..analysis.checkpoint_labels import SELECT_OF
 from ..analysis.provenance import NO_EXTRA_ARGS_SHA256, read_checkpoint_info
 from ..errors import UserError
 from ..files import read_json
 from .presets import PresetError, train_args, train_args_sha256
-
-
-#: the checkpoint selection (``SELECT``, ``--select``) that keeps the best of each metric
-SELECT_OF = {"seq_acc": "valid", "loss": "test-loss"}
 
 
 class ScheduleChanged(UserError):

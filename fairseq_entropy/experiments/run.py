@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
+from ..analysis.checkpoint_labels import SELECTIONS
 from ..analysis.provenance import resolve_provenance
 from ..analysis.scoring import score_lines, write_score
 from ..cogs.binarize import decode_max_len
@@ -59,13 +60,6 @@ from .rerun import (ScheduleChanged, check_device, check_run_dir, check_trained,
                     expected_schedule, scored)
 from .processes import GRACE_S, ProcessGroups, Stopping, stop_on_signals
 
-#: checkpoint selections: name -> (label of the scored best checkpoint, fairseq-train options)
-SELECTIONS = {
-    "valid": ("best", ("--best-checkpoint-metric", "seq_acc",
-                       "--maximize-best-checkpoint-metric")),
-    "test-loss": ("test-loss", ("--valid-subset", "test,valid",
-                                "--best-checkpoint-metric", "loss")),
-}
 #: fairseq-train output lines echoed to the console
 SHOWN = re.compile(r"valid on|progress: |done training|Error")
 _VALID = re.compile(r"(valid on 'valid' subset).*(seq_acc [0-9.]*).*(num_updates [0-9]*).*")
@@ -301,15 +295,14 @@ def train_command(data: str | os.PathLike, out_dir: Path, args: Sequence[str], p
             "--num-workers", "0", "--log-format", "simple", "--log-interval", "100",
             "--required-batch-size-multiple", "1", "--batch-size-valid", str(valid_batch),
             "--eval-seq-acc", "--eval-seq-acc-max-len-b", "400" if subword else "60",
-            *SELECTIONS[select][1], "--train-args-sha256", train_args_sha256(own),
+            *SELECTIONS[select].train_args, "--train-args-sha256", train_args_sha256(own),
             "--train-extra-args-sha256", train_args_sha256(list(extra_args))]
 
 
 def best_metric(select: str) -> str:
     """fairseq's ``--best-checkpoint-metric`` of a checkpoint selection (``seq_acc`` for
     ``valid``, ``loss`` for ``test-loss``)."""
-    args = SELECTIONS[select][1]
-    return args[args.index("--best-checkpoint-metric") + 1]
+    return SELECTIONS[select].metric
 
 
 def run_level(preset: str, databin: str | os.PathLike, run_dir: str | os.PathLike,
@@ -366,7 +359,8 @@ def run_level(preset: str, databin: str | os.PathLike, run_dir: str | os.PathLik
     out = out or sys.stdout
     run = Path(run_dir)
     if select not in SELECTIONS:
-        raise UserError(f"select {select!r}: expected valid or test-loss. Fix: pass one of them")
+        raise UserError(f"select {select!r}: expected one of {', '.join(SELECTIONS)}. Fix: "
+                        "pass one of them")
     if device is not None and device not in ("cpu", "gpu"):
         raise UserError(f"device {device!r}: expected cpu or gpu. Fix: pass one of them")
     if any(a == "--user-dir" or a.startswith("--user-dir=") for a in extra_args):
@@ -429,7 +423,7 @@ def _run_locked(children, fds, presets, preset, databin, run, run_name, seed, ep
     device_args = ["--cpu"] if device == "cpu" else []
     args = train_args(spec, databin, epochs, max_update)
     model = spec.get("model", preset)
-    best_label = SELECTIONS[select][0]
+    best_label = SELECTIONS[select].label
     subword = subword_data(databin)
     longest = decode_max_len(databin)  # COGS: its logical forms, up to hundreds of tokens
     max_len = str(longest) if longest else "400" if subword else "60"
