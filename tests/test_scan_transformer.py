@@ -10,8 +10,9 @@ from fairseq_entropy.scan.dictionary import dictionary_words
 from fairseq_entropy.scan.grammar import Grammar
 from fairseq_entropy.models.scan_transformer import ScanTransformerModel
 from fairseq_entropy.modules.dropout import UniformMaskDropout
-from fairseq_entropy.modules.positions import (RotaryPositions, relative_bucket,
-                                               sinusoidal_table, token_positions)
+from fairseq_entropy.modules.positions import (RelativePositions, RotaryPositions,
+                                               relative_bucket, sinusoidal_table,
+                                               token_positions)
 
 SCHEMES = ["sinusoidal", "learned", "relative", "rope"]
 
@@ -67,6 +68,51 @@ def test_relative_bucket_hand_values():
     # r = 20 -> 4 + ceil(log(5)/log(15.75) * 3) = 4 + ceil(1.7579) = 6; r = 63 -> 7
     rel = torch.tensor([4, 5, 6, 20, 63, -63, 500])
     assert (relative_bucket(rel, 8, 64) - 7).tolist() == [4, 5, 5, 6, 7, -7, 7]
+
+
+def test_relative_table_inits_and_dropout():
+    # default: N(0, 0.02^2), the same draws as trunc_normal_(std=0.02) from the same seed
+    torch.manual_seed(3)
+    default = RelativePositions(64, 512, 128)
+    torch.manual_seed(3)
+    expected = torch.nn.init.trunc_normal_(torch.empty(127, 128), std=0.02)
+    assert torch.equal(default.table.data, expected)
+    assert isinstance(default.dropout, torch.nn.Identity)
+    # xavier: std sqrt(2 / (d + 2B - 1)) = sqrt(2 / 255) = 0.0886 for B = 64, d = 128, cut at
+    # 2 std (a truncated unit normal cut at +-2 has std 0.8796)
+    torch.manual_seed(3)
+    xavier = RelativePositions(64, 512, 128, init="xavier")
+    std = math.sqrt(2 / 255)
+    assert xavier.table.abs().max().item() <= 2 * std
+    assert xavier.table.std().item() == pytest.approx(0.8796 * std, rel=0.03)
+    # the layer norm makes the forward pass independent of the table's scale, up to its eps:
+    # the same rows' directions, and 1e-5 against a row variance near 0.02^2 = 4e-4 shrinks
+    # the small table's rows by about 1 - sqrt(400/410) = 1.2%
+    with torch.no_grad():
+        xavier.table.copy_(default.table * 4.4)
+    big, small = xavier(), default()
+    cos = torch.nn.functional.cosine_similarity(big, small, dim=1)
+    assert cos.min().item() > 1 - 1e-6
+    ratio = small.norm(dim=1) / big.norm(dim=1)
+    assert 0.98 < ratio.min().item() and ratio.max().item() < 0.995
+    # dropout: a fresh mask at every call in training, none in evaluation
+    drop = RelativePositions(4, 512, 16, dropout=0.5)
+    a, b = drop(), drop()
+    assert (a == 0).any() and not torch.equal(a, b)
+    drop.eval()
+    assert torch.equal(drop(), drop.norm(drop.table))
+    with pytest.raises(ValueError, match="xavier"):
+        RelativePositions(4, 512, 16, init="ones")
+
+
+def test_relative_table_options_reach_the_model():
+    model = build("relative", relative_table_init="xavier", relative_dropout=0.1)
+    enc, dec = model.encoder.stack.relative, model.decoder.stack.relative
+    assert enc.dropout.p == dec.dropout.p == 0.1
+    # source table B = 64 (127 rows), target B = 4 (7 rows), d = 64: Glorot std per table
+    assert enc.table.abs().max().item() <= 2 * math.sqrt(2 / (64 + 127))
+    assert dec.table.abs().max().item() <= 2 * math.sqrt(2 / (64 + 7))
+    assert dec.table.abs().max().item() > 2 * 0.02 * 3
 
 
 def test_rope_hand_values_and_shift_invariance():

@@ -18,6 +18,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 PAPER_MODEL_OF = {"transformer_exp2_l2": "transformer_sinusoidal",
                   "transformer_exp2_l3": "transformer_sinusoidal",
                   "transformer_rope_authors": "transformer_rope",
+                  "transformer_relative_authors": "transformer_relative",
                   "cnn_authors": "cnn",
                   "stock_transformer": "transformer_sinusoidal",
                   "stock_transformer_exp2": "transformer_sinusoidal"}

@@ -29,8 +29,9 @@ from torch import Tensor
 from ..modules.attention import MultiheadAttention, truncated_normal_
 from ..modules.dropout import UniformMaskDropout
 from ..modules.packing import pack_rows, real_rows, unpack_rows
-from ..modules.positions import (POSITION_ENCODINGS, ROPE_VARIANTS, AbsolutePositions,
-                                 RelativePositions, RotaryPositions, token_positions)
+from ..modules.positions import (POSITION_ENCODINGS, RELATIVE_TABLE_INITS, ROPE_VARIANTS,
+                                 AbsolutePositions, RelativePositions, RotaryPositions,
+                                 token_positions)
 from .defaults import fill_defaults
 
 DEFAULT_MAX_POSITIONS = 256
@@ -61,7 +62,16 @@ class AuthorsBlockConfig(FairseqDataclass):
     position_encoding: ChoiceEnum(POSITION_ENCODINGS) = field(
         default="sinusoidal", metadata={"help": "position scheme"})
     max_relative_positions: int = field(
-        default=512, metadata={"help": "relative scheme: distance the log buckets extend to"})
+        default=512, metadata={"help": "relative scheme: distance the log buckets extend to "
+                                       "(the authors' code: 1024)"})
+    relative_table_init: ChoiceEnum(RELATIVE_TABLE_INITS) = field(
+        default="std0.02", metadata={"help": "relative scheme: initialisation of the "
+                                             "relative-position tables, N(0, 0.02^2), or "
+                                             "xavier as in the authors' code"})
+    relative_dropout: float = field(
+        default=0.0, metadata={"help": "relative scheme: dropout on the normalised "
+                                       "relative-position table before the query and key maps "
+                                       "(the authors' code: the attention dropout)"})
     rope_theta: float = field(default=1000.0, metadata={"help": "RoPE base"})
     rope_variant: ChoiceEnum(ROPE_VARIANTS) = field(
         default="standard", metadata={"help": "standard RoPE, or the authors' (non-rotation) "
@@ -140,8 +150,9 @@ class _Stack(nn.Module):
         self.scheme = str(args.position_encoding)
         self.absolute = AbsolutePositions(self.scheme, max_positions, dim) \
             if self.scheme in ("sinusoidal", "learned") else None
-        self.relative = RelativePositions(bucket_size, args.max_relative_positions, dim) \
-            if self.scheme == "relative" else None
+        self.relative = RelativePositions(
+            bucket_size, args.max_relative_positions, dim, str(args.relative_table_init),
+            args.relative_dropout) if self.scheme == "relative" else None
         self.rope = RotaryPositions(dim // args.attention_heads, args.rope_theta,
                                     str(args.rope_variant)) if self.scheme == "rope" else None
         self.dropout = dropout_or_identity(args.embedding_dropout)

@@ -19,6 +19,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
+from .dropout import UniformMaskDropout
 from .packing import in_all_rows
 
 POSITION_ENCODINGS = ("sinusoidal", "learned", "relative", "rope")
@@ -123,6 +124,10 @@ class RotaryPositions(nn.Module):
         return x * ang.cos() + rotated * ang.sin()
 
 
+#: initialisations of the relative-position table (:class:`RelativePositions`)
+RELATIVE_TABLE_INITS = ("std0.02", "xavier")
+
+
 def relative_bucket(rel: Tensor, bucket_size: int, max_position: int) -> Tensor:
     """Log-bucketed relative distance (DeBERTa v2; ``positions.md``), shifted to be >= 0.
 
@@ -154,21 +159,41 @@ class RelativePositions(nn.Module):
         bucket_size: B; the table has 2B-1 rows of size d, layer-normalised before use.
         max_position: L of :func:`relative_bucket`.
         dim: model dimension d.
+        init: ``"std0.02"``: the table is drawn from N(0, 0.02^2); ``"xavier"``: from
+            N(0, 2 / (d + 2B - 1)) cut at 2 std (Glorot's normal for a [2B-1, d] matrix, as
+            the authors' code draws it). The layer norm makes the forward pass nearly
+            independent of the scale (its eps, 1e-5, shrinks a 0.02-std row by 1.2%), but
+            not the training: Adam's steps have a fixed size, so a smaller table turns
+            faster.
+        dropout: dropout probability on the normalised table, a fresh mask at every call
+            (the authors' code: the attention's dropout, before the query and key maps).
 
-    ``forward() -> [2B-1, d]`` (normalised table); ``bucket(q_pos [B, Tq], k_pos [B, Tk])``
-    gives row indices [B, Tq, Tk].
+    ``forward() -> [2B-1, d]`` (normalised table, after dropout in training);
+    ``bucket(q_pos [B, Tq], k_pos [B, Tk])`` gives row indices [B, Tq, Tk].
+
+    Raises:
+        ValueError: an unknown ``init``.
     """
 
-    def __init__(self, bucket_size: int, max_position: int, dim: int):
+    def __init__(self, bucket_size: int, max_position: int, dim: int, init: str = "std0.02",
+                 dropout: float = 0.0):
         super().__init__()
+        if init not in RELATIVE_TABLE_INITS:
+            raise ValueError(f"unknown relative table init {init!r}; expected one of "
+                             f"{RELATIVE_TABLE_INITS}")
         self.bucket_size = bucket_size
         self.max_position = max_position
         self.table = nn.Parameter(torch.empty(2 * bucket_size - 1, dim))
-        nn.init.trunc_normal_(self.table, std=0.02)
+        if init == "xavier":
+            std = math.sqrt(2.0 / (dim + 2 * bucket_size - 1))
+            nn.init.trunc_normal_(self.table, std=std, a=-2 * std, b=2 * std)
+        else:
+            nn.init.trunc_normal_(self.table, std=0.02)
         self.norm = nn.LayerNorm(dim)
+        self.dropout = UniformMaskDropout(dropout) if dropout > 0 else nn.Identity()
 
     def forward(self) -> Tensor:
-        return self.norm(self.table)
+        return self.dropout(self.norm(self.table))
 
     def bucket(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
         rel = q_pos.unsqueeze(-1) - k_pos.unsqueeze(-2)
