@@ -17,7 +17,6 @@ from ..errors import UserError
 from .columns import CHECKPOINT_LABELS
 
 
-
 @dataclass(frozen=True)
 class Selection:
     """One way of keeping a run's best checkpoint (``checkpoint_best.pt``).

@@ -24,6 +24,7 @@ the level when known.  Aggregates keep runs of different schedules apart
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -396,14 +397,12 @@ def resolve_provenance(generate_output: str | os.PathLike, checkpoint_label: str
                         "and --seed say")
 
     recorded = (training or {}).get("train_args_sha256")
-    hashes: dict[str, Optional[str]] = {}
 
+    @functools.cache
     def hash_of(name):
-        """The hash of preset ``name``'s arguments with the checkpoint's schedule (once)."""
-        if name not in hashes:
-            hashes[name] = args_sha256(presets[name], data, (training or {}).get("max_update")) \
-                if recorded and args_sha256 else None
-        return hashes[name]
+        """The hash of preset ``name``'s arguments with the checkpoint's schedule."""
+        return args_sha256(presets[name], data, (training or {}).get("max_update")) \
+            if recorded and args_sha256 else None
 
     if info and info["arch"]:
         same_arch = sorted(n for n, p in presets.items() if p.get("arch") == info["arch"])

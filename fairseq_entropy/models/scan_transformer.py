@@ -27,7 +27,7 @@ from omegaconf import II
 from torch import Tensor
 
 from ..modules.attention import MultiheadAttention, truncated_normal_
-from ..modules.dropout import UniformMaskDropout
+from ..modules.dropout import UniformMaskDropout, dropout_or_identity
 from ..modules.packing import pack_rows, real_rows, unpack_rows
 from ..modules.positions import (POSITION_ENCODINGS, RELATIVE_TABLE_INITS, ROPE_VARIANTS,
                                  AbsolutePositions, RelativePositions, RotaryPositions,
@@ -92,12 +92,6 @@ class ScanTransformerConfig(AuthorsBlockConfig):
     # the task's options (fairseq's translation task documents them)
     max_source_positions: Optional[int] = II("task.max_source_positions")
     max_target_positions: Optional[int] = II("task.max_target_positions")
-
-
-def dropout_or_identity(p: float) -> nn.Module:
-    """``UniformMaskDropout(p)`` (``nn.Dropout`` with a cheaper mask), or ``nn.Identity()``
-    for p = 0 (no kernel and no random numbers)."""
-    return UniformMaskDropout(p) if p > 0 else nn.Identity()
 
 
 class GEGLU(nn.Module):

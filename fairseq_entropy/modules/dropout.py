@@ -29,3 +29,9 @@ class UniformMaskDropout(nn.Dropout):
             return x * 0.0
         keep = torch.rand_like(x).ge_(self.p)  # 1.0 where kept, 0.0 where dropped
         return x * keep.mul_(1.0 / (1.0 - self.p))
+
+
+def dropout_or_identity(p: float) -> nn.Module:
+    """``UniformMaskDropout(p)`` (``nn.Dropout`` with a cheaper mask), or ``nn.Identity()``
+    for p = 0 (no kernel and no random numbers)."""
+    return UniformMaskDropout(p) if p > 0 else nn.Identity()

@@ -19,7 +19,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
-from .dropout import UniformMaskDropout
+from .dropout import dropout_or_identity
 from .packing import in_all_rows
 
 POSITION_ENCODINGS = ("sinusoidal", "learned", "relative", "rope")
@@ -190,7 +190,7 @@ class RelativePositions(nn.Module):
         else:
             nn.init.trunc_normal_(self.table, std=0.02)
         self.norm = nn.LayerNorm(dim)
-        self.dropout = UniformMaskDropout(dropout) if dropout > 0 else nn.Identity()
+        self.dropout = dropout_or_identity(dropout)
 
     def forward(self) -> Tensor:
         return self.dropout(self.norm(self.table))
