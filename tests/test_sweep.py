@@ -390,6 +390,38 @@ def test_a_cell_ended_by_a_stop_signal_is_recorded_cancelled_not_failed(tmp_path
     assert status.read_text().splitlines()[1:] == [
         f"{cells[0].name}\tdone\t0.500000\t3.0\t", f"{cells[1].name}\tcancelled\t\t4.0\t{reason}"]
 
+
+def test_wall_time_of_a_run_adds_every_segment(tmp_path):
+    run = tmp_path / "run"
+    assert sweep.record_wall(run, 12.5) == 12.5
+    assert sweep.record_wall(run, 30.0) == 42.5
+    assert (run / sweep.WALL_FILE).read_text().count("\n") == 2
+    with open(run / sweep.WALL_FILE, "a") as f:
+        f.write("a line edited by hand\n")
+    assert sweep.record_wall(run, 1.0) == 43.5  # the hand-written line is not counted
+    assert sweep.record_wall(tmp_path / "fresh", 2.0) == 2.0  # a new run starts from zero
+
+
+def test_a_resumed_cells_wall_time_counts_its_earlier_segments(tiny_data, tmp_path):
+    """Two sweeps of one cell whose recipe stops after a while (as a killed run does): the
+    second outcome's wall time is both segments', and a locked cell adds nothing."""
+    root = tmp_path / "root"
+    shutil.copytree(tiny_data, root)
+    cell = load_cell(root)
+    recipe = tmp_path / "recipe.sh"
+    recipe.write_text("sleep 0.3; exit 3\n")
+    first = sweep.run_cell(cell, root, recipe=recipe)
+    second = sweep.run_cell(cell, root, recipe=recipe)
+    assert first.status == second.status == "failed" and "exit 3" in second.reason
+    segments = [float(ln.split("\t")[1]) for ln in
+                (cell.run_dir(root) / sweep.WALL_FILE).read_text().splitlines()]
+    assert len(segments) == 2 and min(segments) >= 0.3
+    assert first.wall_s == pytest.approx(segments[0], abs=0.06)
+    assert second.wall_s == pytest.approx(sum(segments), abs=0.06)
+    recipe.write_text(f"exit {locks.LOCKED_EXIT}\n")
+    assert sweep.run_cell(cell, root, recipe=recipe).status == "locked"
+    assert len((cell.run_dir(root) / sweep.WALL_FILE).read_text().splitlines()) == 2
+
 # --------------------------------------------------------------------------- kill, resume
 TINY_GRID = """experiment = "exp1"
 presets = ["exp1_cnn"]
@@ -458,6 +490,12 @@ def test_killed_cell_resumes_to_the_uninterrupted_score(tiny_data, tmp_path):
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:] + text[-3000:]
     assert "done 1, failed 0, skipped 0, locked 0" in res.stdout
     assert "Loaded checkpoint" in text and "num_updates 80" in text
+    # the status row's wall time is both segments' (the killed one and the resumed one)
+    segments = [float(ln.split("\t")[1]) for ln in
+                (run / sweep.WALL_FILE).read_text().splitlines()]
+    row = [r for r in (root / "sweep-status.tsv").read_text().splitlines()
+           if r.startswith(cell.name + "\t")]
+    assert len(segments) == 2 and float(row[0].split("\t")[3]) == round(sum(segments), 1)
 
     straight = json.loads((cell.run_dir(roots["straight"]) / "last/score.json").read_text())
     resumed = json.loads((run / "last/score.json").read_text())

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from fairseq_entropy.cli import main as cli
-from fairseq_entropy.experiments import packs
+from fairseq_entropy.experiments import packs, sweep
 from fairseq_entropy.experiments.grids import Cell, GridError, Schedule, load_grid
 from _toy import tiny_level  # noqa: E402
 
@@ -316,3 +316,13 @@ def test_a_pack_cut_off_resumes_from_its_packed_checkpoint(tiny_root, tmp_path):
     for c in cells:
         score = json.loads((c.run_dir(root) / "last" / "score.json").read_text())
         assert score["schedule"]["max_update"] == 30 and score["n"] == 48
+    # each cell's wall time: the pack's two training segments and its own decoding
+    pack_wall = [float(ln.split("\t")[1])
+                 for ln in (pack / sweep.WALL_FILE).read_text().splitlines()]
+    assert len(pack_wall) == 2
+    rows = dict(ln.split("\t")[::3] for ln in
+                (root / "sweep-status.tsv").read_text().splitlines()[1:])
+    for c in cells:
+        (decoding,) = [float(ln.split("\t")[1]) for ln in
+                       (c.run_dir(root) / sweep.WALL_FILE).read_text().splitlines()]
+        assert float(rows[c.name]) == pytest.approx(sum(pack_wall) + decoding, abs=0.11)

@@ -46,7 +46,7 @@ from .presets import PresetError, load_presets, train_args, train_args_sha256
 from .processes import CHILDREN, Stopping, stop_on_signals
 from .rerun import ScheduleChanged, check_trained, expected_schedule
 from .run import SHOWN, best_metric, console_line, subword_data, train_command, user_dir
-from .sweep import CellResult, last_line, prepare_data, run_cell, scored
+from .sweep import CellResult, last_line, prepare_data, record_wall, run_cell, scored
 
 PACKS_DIR = "packs"
 #: cells of a pack decoded at once in a GPU slot (fairseq-generate processes sharing the GPU)
@@ -255,8 +255,14 @@ def _env(slot: Optional[dict]) -> Dict[str, str]:
     return env
 
 
-def _failed(pack: Pack, reason: str, start: float, status: str = "failed") -> List[CellResult]:
-    return [CellResult(c.name, status, reason, time.monotonic() - start) for c in pack.cells]
+def _failed(pack: Pack, reason: str, start: float, status: str = "failed",
+            trained: bool = False) -> List[CellResult]:
+    """Every cell of ``pack`` as ``status`` with ``reason``; once the pack's training began
+    (``trained``), the wall time is the pack's over all its segments (:func:`record_wall`)."""
+    wall = time.monotonic() - start
+    if trained:
+        wall = record_wall(pack.dir, wall)
+    return [CellResult(c.name, status, reason, wall) for c in pack.cells]
 
 
 def _train(pack: Pack, root, cmd: List[str], env: dict, fds: tuple, out) -> int:
@@ -351,27 +357,28 @@ def run_pack(pack: Pack, root: str | os.PathLike, slot: Optional[dict] = None,
                 rc = None
             if rc is None or CHILDREN.stopping:
                 return _failed(pack, "the sweep was stopped while the pack trained: re-run to "
-                                     "resume it from its packed checkpoint", start)
+                                     "resume it from its packed checkpoint", start,
+                               trained=True)
             if rc != 0:
                 errors = [ln for ln in pack.train_log.read_text(errors="replace").splitlines()
                           if "error" in ln.lower()]
                 return _failed(pack, f"pack fairseq-train failed (exit {rc}): "
                                      f"{last_line(errors[-1] if errors else '')} "
-                                     f"(log: {pack.train_log})", start)
+                                     f"(log: {pack.train_log})", start, trained=True)
             done.touch()
         why = _unpack(pack, env)
         if why is not None:
-            return _failed(pack, f"pack {pack.name}: {why}", start)
+            return _failed(pack, f"pack {pack.name}: {why}", start, trained=True)
         for k, cell in enumerate(pack.cells):
             _run_files(pack, k, cell.run_dir(root))
     finally:
         for lock in locks:
             lock.release()
-    trained = time.monotonic() - start
+    trained = record_wall(pack.dir, time.monotonic() - start)
 
-    def decode(cell):  # decoded and scored as an unpacked cell is
+    def decode(cell):  # decoded and scored as an unpacked cell is: the pack's time added
         r = run_cell(cell, root, slot, recipe)
-        if r.status == "done":
+        if r.status not in ("locked", "skipped"):
             r.wall_s += trained
         return r
 

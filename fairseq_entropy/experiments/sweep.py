@@ -49,6 +49,8 @@ from .run import scored as scored_run
 
 #: seconds between progress lines of a sweep
 PROGRESS_INTERVAL_S = 30.0
+#: a run (or pack) directory's record of the wall time of every sweep segment that ran it
+WALL_FILE = "sweep-wall.tsv"
 STATUSES = ("done", "failed", "skipped", "locked", "cancelled")
 
 
@@ -106,14 +108,44 @@ def prepare_data(cell: Cell, root: str | os.PathLike, env: Optional[dict] = None
 @dataclass
 class CellResult:
     """Outcome of one cell: ``status`` in :data:`STATUSES`, ``reason`` (failed, locked and
-    cancelled cells), wall time in seconds and the accuracy of the last checkpoint (None if
-    unscored)."""
+    cancelled cells), wall time in seconds (once the cell's training began: every sweep
+    segment that ran its run, a resumed run included, :func:`record_wall`) and the accuracy of
+    the last checkpoint (None if unscored)."""
 
     cell: str
     status: str
     reason: str = ""
     wall_s: float = 0.0
     accuracy: Optional[float] = None
+
+
+def record_wall(directory: str | os.PathLike, seconds: float) -> float:
+    """Add one segment's wall time to ``directory``'s :data:`WALL_FILE` and return the total.
+
+    A run killed and resumed by a later sweep is one run: its wall time is the sum of the
+    segments (one line each: local time, seconds).  The file lives in the run (or pack)
+    directory, so a run started afresh in a new directory starts from zero; it is replaced
+    whole, so a kill never leaves half a line.
+
+    Args:
+        directory: the run or pack directory (created if missing).
+        seconds: this segment's wall time.
+
+    Returns:
+        The directory's wall time over all its segments, in seconds.
+    """
+    path = Path(directory) / WALL_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = path.read_text() if path.exists() else ""
+    text += f"{time.strftime('%Y-%m-%dT%H:%M:%S')}\t{seconds:.1f}\n"
+    atomic_write_text(path, text)  # replaced whole: a kill leaves the old file or the new
+    total = 0.0
+    for line in text.splitlines():
+        try:
+            total += float(line.split("\t")[1])
+        except (IndexError, ValueError):
+            continue  # not a segment line (edited by hand): not counted
+    return total
 
 
 def cell_env(cell: Cell, slot: Optional[dict] = None) -> Dict[str, str]:
@@ -195,6 +227,8 @@ def run_cell(cell: Cell, root: str | os.PathLike, slot: Optional[dict] = None,
                               time.monotonic() - start)
         rc = CHILDREN.wait(p)
     wall = time.monotonic() - start
+    if rc != LOCKED_EXIT:
+        wall = record_wall(run, wall)
     tail = last_line(log.read_text().split("=== ")[-1])
     if rc == LOCKED_EXIT:
         return CellResult(cell.name, "locked", tail, wall)
