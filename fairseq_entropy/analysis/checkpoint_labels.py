@@ -25,11 +25,15 @@ class Selection:
         label: the checkpoint label of its decodes (``generate-<label>.txt``).
         metric: fairseq's ``--best-checkpoint-metric``.
         train_args: the fairseq-train options that make fairseq keep it.
+        split: the split whose metric it is, when not the validation split alone (a best
+            checkpoint kept on this metric without this split among fairseq's
+            ``--valid-subset`` is not of this selection).
     """
 
     label: str
     metric: str
     train_args: tuple[str, ...]
+    split: Optional[str] = None
 
 
 #: checkpoint selections by their ``SELECT`` / ``--select`` name: ``valid`` keeps the highest
@@ -39,7 +43,7 @@ SELECTIONS = {
     "valid": Selection("best", "seq_acc", ("--best-checkpoint-metric", "seq_acc",
                                            "--maximize-best-checkpoint-metric")),
     "test-loss": Selection("test-loss", "loss", ("--valid-subset", "test,valid",
-                                                 "--best-checkpoint-metric", "loss")),
+                                                 "--best-checkpoint-metric", "loss"), "test"),
 }
 #: fairseq's ``--best-checkpoint-metric`` behind each label of a best checkpoint
 SELECTION_METRIC = {s.label: s.metric for s in SELECTIONS.values()}
@@ -81,11 +85,12 @@ def selection_label(metric: Optional[str], valid_subset: Optional[str]) -> Optio
     """The label of a best checkpoint kept by fairseq's ``--best-checkpoint-metric``
     ``metric`` over the splits ``valid_subset``: ``best`` for ``seq_acc``, ``test-loss`` for
     ``loss`` measured on the test split too (the paper authors' selection); None for any
-    other selection (e.g. fairseq's default, the validation loss)."""
-    if metric == "seq_acc":
-        return "best"
-    if metric == "loss" and "test" in (valid_subset or "").split(","):
-        return "test-loss"
+    other selection (e.g. fairseq's default, the validation loss); read from
+    :data:`SELECTIONS`."""
+    splits = (valid_subset or "").split(",")
+    for s in SELECTIONS.values():
+        if s.metric == metric and (s.split is None or s.split in splits):
+            return s.label
     return None
 
 
@@ -104,10 +109,11 @@ def check_selection(ckpt: str | os.PathLike, label: str, metric: Optional[str],
     fits = selection_label(metric, valid_subset)
     if fits == label:
         return
+    (wanted,) = [s for s in SELECTIONS.values() if s.label == label]
     raise UserError(f"{ckpt} was trained keeping its best checkpoint by {metric} on "
                     f"{valid_subset or 'valid'}, but the label {label} means the best "
-                    f"{SELECTION_METRIC[label]}" + (
-                        " on the test split" if label == "test-loss" else "")
+                    f"{wanted.metric}" + (f" on the {wanted.split} split" if wanted.split
+                                          else "")
                     + (f". Fix: pass --checkpoint {fits}" if fits else
                        ". Fix: score its last checkpoint (--checkpoint last), or train with "
                        "fairseq-entropy run --select"))
