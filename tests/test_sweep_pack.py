@@ -181,6 +181,29 @@ def test_dry_run_shows_the_packs_and_writes_nothing(tmp_path, capsys):
     assert not (tmp_path / "r").exists()
 
 
+
+def test_dry_run_of_experiment_2_packs_only_cells_of_one_support_size(tmp_path, capsys):
+    """Each support size k has its own training set, so its own number of updates: before
+    the data exist the dry run groups by level, as the sweep will by the arguments; a fixed
+    max_update lets the levels share packs."""
+    grid = tmp_path / "g.toml"
+    body = ('experiment = "exp2"\npresets = ["exp2_transformer_l2"]\nlevels = [1, 2]\n'
+            'seeds = [1, 2, 3]\n')
+    grid.write_text(body)
+    assert cli(["sweep", str(grid), "--dry-run", "--root", str(tmp_path / "r"), "--device",
+                "cpu", "--pack", "4"]) == 0
+    shown = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("# pack ")]
+    assert [ln.split(": ", 1)[1] for ln in shown] == [
+        "seed1/support_1, seed2/support_1, seed3/support_1",
+        "seed1/support_2, seed2/support_2, seed3/support_2"]
+    grid.write_text(body + "schedule = {max_update = 40}\n")
+    assert cli(["sweep", str(grid), "--dry-run", "--root", str(tmp_path / "r"), "--device",
+                "cpu", "--pack", "6"]) == 0
+    shown = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("# pack ")]
+    assert len(shown) == 1 and shown[0].startswith("# pack 1/1 (6 cells)")
+    assert not (tmp_path / "r").exists()
+
+
 # ------------------------------------------------------------------------ a packed sweep
 @pytest.fixture(scope="module")
 def tiny_root(tmp_path_factory):

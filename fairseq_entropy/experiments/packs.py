@@ -117,7 +117,10 @@ def pack_key(cell: Cell, root: str | os.PathLike,
     Exact (the level is binarized): a hash of the presets file, ``--user-dir``, preset, N,
     schedule, the hash of the cell's fairseq-train arguments (:func:`~.presets.train_args` on
     its level) and whether its actions are subword pieces.  Without the level (a dry run
-    before the data exist), the hash leaves the arguments out.
+    before the data exist), the hash leaves the arguments out and, when the level sets the
+    training-set size (Experiment 2: no fixed N) and with it the number of updates (no
+    ``max_update`` in the schedule), takes the level instead: levels that will not train
+    the same number of updates are not shown in one pack.
 
     Raises:
         KeyError: the cell's preset is not in ``table`` (default: its presets file).
@@ -133,6 +136,8 @@ def pack_key(cell: Cell, root: str | os.PathLike,
         parts += [train_args_sha256(args), str(subword_data(databin))]
     except PresetError:
         exact = False
+        if cell.n is None and cell.schedule.max_update is None:
+            parts.append(cell.level_name)
     return hashlib.sha256("\n".join(parts).encode()).hexdigest(), exact
 
 
@@ -442,8 +447,9 @@ def dry_run_lines(cells: Sequence[Cell], root: str | os.PathLike, size: int,
     lines = [f"# packs of up to {size}: {len(packs)} pack(s) of "
              f"{sum(len(p.cells) for p in packs)} cell(s), {len(units) - len(packs)} cell(s) "
              "on their own" + ("" if exact else " (the data are not built yet: grouped by "
-                               "preset, N and schedule; the sweep groups by the fairseq-train "
-                               "arguments once they are)")]
+                               "preset, N, schedule and, where it sets the number of updates, "
+                               "level; the sweep groups by the fairseq-train arguments once "
+                               "they are)")]
     for i, p in enumerate(packs):
         # before the data exist, the pack's directory (named by its exact key) is not known
         label = p.label() if exact else p.label().replace(p.dir.name, "pack-?", 1)
