@@ -1,16 +1,29 @@
 #!/usr/bin/env bash
 # Entropy of every (component class, slot) and atom / compound divergence (Keysers et al. 2020)
 # of the original SCAN splits and of Experiment 1 / 2 levels, one TSV row per training and test
-# file.  Usage: recipes/measure_splits.sh [SCAN_DIR] [OUT_TSV] [WORK_DIR]
+# file.  Usage: recipes/measure_splits.sh SCAN_DIR [OUT_TSV] [WORK_DIR] (--help says more)
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-scan=${1:-$here/../../shared/reference/scan}
+usage="usage: $0 SCAN_DIR [OUT_TSV] [WORK_DIR]: SCAN_DIR holds the original SCAN splits
+tasks_{train,test}_{simple,addprim_jump,length}.txt; OUT_TSV defaults to
+results/split_measures.tsv; WORK_DIR (default: a temporary folder, removed at the end) gets the
+Experiment 1 and 2 levels measured."
+case "${1:-}" in
+  -h|--help) echo "$usage"; exit 0 ;;
+  "") echo "$usage" >&2; echo "error: no SCAN_DIR. Fix: pass the folder holding the SCAN splits" >&2
+      exit 2 ;;
+esac
+scan=$1
 out=${2:-results/split_measures.tsv}
-work=${3:-$(mktemp -d)}
 if [ ! -f "$scan/tasks_train_simple.txt" ]; then
-  echo "usage: $0 [SCAN_DIR] [OUT_TSV] [WORK_DIR]; no SCAN splits in $scan." \
+  echo "error: no SCAN splits in $scan." \
        "Fix: pass the folder holding tasks_{train,test}_{simple,addprim_jump,length}.txt" >&2
   exit 2
+fi
+if [ -n "${3:-}" ]; then
+  work=$3
+else
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
 fi
 mkdir -p "$(dirname "$out")"
 fairseq-entropy build exp1 --out "$work/exp1" --levels 0,1.5,3 --n 6000 --seed 1 >/dev/null

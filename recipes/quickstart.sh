@@ -8,7 +8,7 @@
 # (exp1_transformer_sinusoidal, 24 epochs), the levels as one pack.  On a CPU: the paper's CNN
 # (exp1_cnn_authors: the authors' CNN, their optimiser, 24 epochs, uniformly random batches),
 # one pack per core with one thread each, the levels spread evenly.  PACK=0 trains each level
-# in a fairseq-train of its own (on this 2-core CPU 7% faster: see the README's timing table).
+# in a fairseq-train of its own (on a 2-core CPU 7% faster: docs/results/demo-cpu.md).
 # Re-running skips levels already finished.  Environment: see --help.
 # SIGTERM, SIGINT (Ctrl-C) or SIGHUP stops the running step with every process it started
 # (`make demo` passes its SIGTERM on), waits until they have exited and exits 128 + the signal.

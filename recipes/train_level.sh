@@ -26,12 +26,20 @@
 # process is taken over.  The work is done by `fairseq-entropy run` (each variable is one of
 # its options, see `fairseq-entropy run --help`); this script maps the variables to options.
 set -euo pipefail
-if [ $# -lt 3 ] || [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then
-  echo "usage: $0 PRESET LEVEL_DATABIN RUN_DIR [extra fairseq-train args...]" >&2
-  echo "  e.g. $0 exp1_transformer_sinusoidal data-bin/exp1/entropy_3.0 runs/exp1/seed1/entropy_3.0" >&2
-  echo "  PRESET: a packaged preset (fairseq-entropy train-args lists them) or one of PRESETS" >&2
-  echo "  environment: SEED EPOCHS MAX_UPDATE DEVICE GEN_BATCH VALID_BATCH SCORE_BEST SELECT DECODE_SAMPLE" >&2
-  echo "    PRESETS=FILE (your presets, added to the packaged ones) USER_DIR=DIR (your --user-dir)" >&2
+usage() {
+  echo "usage: $0 PRESET LEVEL_DATABIN RUN_DIR [extra fairseq-train args...]"
+  echo "  e.g. $0 exp1_transformer_sinusoidal data-bin/exp1/entropy_3.0 runs/exp1/seed1/entropy_3.0"
+  echo "  PRESET: a packaged preset (fairseq-entropy train-args --list lists them) or one of PRESETS"
+  echo "  environment: SEED EPOCHS MAX_UPDATE DEVICE GEN_BATCH VALID_BATCH SCORE_BEST SELECT DECODE_SAMPLE"
+  echo "    PRESETS=FILE (your presets, added to the packaged ones) USER_DIR=DIR (your --user-dir)"
+}
+if [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then
+  usage
+  exit 0
+fi
+if [ $# -lt 3 ]; then
+  usage >&2
+  echo "train_level.sh: error: $# argument(s) given, 3 needed. Fix: pass PRESET LEVEL_DATABIN RUN_DIR" >&2
   exit 2
 fi
 case "${SELECT:-valid}" in

@@ -46,6 +46,26 @@ def test_request_exp2_params_and_summary():
         f"train {man['sizes']['train']}, valid {man['sizes']['valid']}, test 7056")
 
 
+def test_exp1_summary_says_when_the_validation_set_is_smaller_than_asked():
+    """At 0 bits every training command has jump second and another verb first: the pool of
+    such commands, counted from the grammar here, minus the 6000 training commands is all the
+    validation set can hold, fewer than the 300 (5% of N) asked."""
+    g = Grammar.paper()
+    pool = sum(1 for c in g.commands(one_clause=False) if c.conjunction is not None
+               and executed(c)[1].verb == "jump" and executed(c)[0].verb != "jump")
+    levels, _ = request_exp1(g, [0.0, 3.0], 6000, 1, 0.05)
+    zero, three = (level_summary(lv, g, 300) for lv in levels)
+    assert zero.endswith(f"train 6000, valid {pool - 6000} (of 300 asked: the cells' distinct "
+                         "commands left after the training set ran out), test 7056")
+    assert three.endswith("train 6000, valid 300, test 7056")
+
+
+def executed(command):
+    """The clauses of a two-clause command in execution order ("X after Y" runs Y first)."""
+    a, b = command.left, command.right
+    return (a, b) if command.conjunction == "and" else (b, a)
+
+
 def test_scan_files_summary():
     man = {"valid": {"fraction": 0.1, "seed": 3}, "sizes": {"train": 36, "valid": 4, "test": 9},
            "restricted_pairs": [["jump", "first"]]}

@@ -1,6 +1,6 @@
 """Every option of every subcommand is documented: it has help, and the help names its
-default; ``--version`` answers; the preprocess scripts answer ``--help`` without writing; an
-interrupted command prints one line, no traceback."""
+default; ``--version`` answers; the preprocess scripts and recipes answer ``--help`` without
+writing; an interrupted command prints one line, no traceback."""
 import argparse
 import os
 import subprocess
@@ -76,6 +76,21 @@ def test_preprocess_scripts_answer_help_and_refuse_options(script, tmp_path):
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "unknown option --out. Fix:" in bad.stderr
     assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+@pytest.mark.parametrize("script", ["train_level.sh", "measure_splits.sh"])
+def test_recipes_answer_help_and_refuse_missing_arguments(script, tmp_path):
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}",
+               TMPDIR=str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    path = REPO / "recipes" / script
+    res = subprocess.run(["bash", str(path), "--help"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True)
+    assert res.returncode == 0 and res.stdout.startswith(f"usage: {path} ") and not res.stderr
+    bad = subprocess.run(["bash", str(path)], cwd=tmp_path, env=env, capture_output=True,
+                         text=True)
+    assert bad.returncode == 2 and "error: " in bad.stderr and ". Fix: pass " in bad.stderr
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["tmp"]  # nothing written
 
 
 def test_ctrl_c_prints_one_line_and_exits_130(tmp_path, capsys, monkeypatch):

@@ -242,3 +242,19 @@ def test_train_args_lists_a_users_preset_that_extends_a_packaged_one(tmp_path, c
     assert capsys.readouterr().out == "scan_cnn_paper\nmy_cnn\n"
     assert cli(["train-args", "my_cnn_small", "--data", "unused", "--field", "arch"]) == 2
     assert "unknown preset 'my_cnn_small'" in capsys.readouterr().err
+    # --list: every preset once, the user's among the packaged ones
+    assert cli(["train-args", "--list", "--presets", str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    packaged = json.loads((Path(presets_module.__file__).parent / "presets.json").read_text())
+    concrete = [name for name in packaged if not name.startswith("_")]  # _bases: no preset
+    assert [ln.split("\t")[0] for ln in lines] == sorted([*concrete, "my_cnn_small"])
+    mine = next(ln for ln in lines if ln.startswith("my_cnn_small\t")).split("\t")
+    assert mine[1:4] == ["exp1", "my_cnn", "scan_cnn_paper"]
+    for extra in (["exp1_cnn"], ["--field", "arch"], ["--data", "unused"]):
+        assert cli(["train-args", "--list", *extra]) == 2
+        assert "Fix: pass --list alone" in capsys.readouterr().err
+    assert cli(["train-args"]) == 2
+    assert "Fix: pass a preset name (fairseq-entropy train-args --list lists them)" in \
+        capsys.readouterr().err
+    assert cli(["train-args", "exp1_cnn"]) == 2
+    assert "Fix: pass --data LEVEL_DATABIN" in capsys.readouterr().err

@@ -393,7 +393,14 @@ def test_aggregate_reads_an_earlier_results_tsv(tmp_path, capsys):
     assert f"{bad}:2: accuracy 'n/a' is not a number" in capsys.readouterr().err
     bad.write_text("experiment\tlevel\taccuracy\nexp1\tentropy_3.0\t0.5\n")
     assert cli(["aggregate", str(bad), "--out", str(tmp_path / "x")]) == 2
-    assert f"{bad}:1: missing column(s) preset, model, n_train" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"{bad}:1: missing column(s) preset, model, n_train" in err
+    assert "(a results.tsv of an older aggregate" in err and \
+        "Fix: aggregate the run directories it was made from" in err
+    bad.write_text("cell\tstatus\naccuracy\tdone\n")  # not a results table at all
+    assert cli(["aggregate", str(bad), "--out", str(tmp_path / "x")]) == 2
+    assert "Fix: pass a results.tsv written by fairseq-entropy aggregate" in \
+        capsys.readouterr().err
     assert not (tmp_path / "x").exists() and not (tmp_path / "dup").exists()
 
 

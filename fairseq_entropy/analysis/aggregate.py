@@ -58,9 +58,13 @@ def read_results_tsv(path: str | os.PathLike) -> List[dict]:
                if c not in (reader.fieldnames or []) and c not in SCHEDULE_COLUMNS
                and c != "model_family"]
     if missing:
-        raise ScoreError(f"{path}:1: missing column(s) {', '.join(missing)}. Fix: pass a "
-                         "results.tsv written by fairseq-entropy aggregate, or the run "
-                         "directories themselves")
+        known = "experiment" in (reader.fieldnames or []) and "accuracy" in \
+            (reader.fieldnames or [])
+        raise ScoreError(f"{path}:1: missing column(s) {', '.join(missing)}" + (
+            " (a results.tsv of an older aggregate, before runs recorded them). Fix: aggregate "
+            "the run directories it was made from" if known else
+            ". Fix: pass a results.tsv written by fairseq-entropy aggregate, or the run "
+            "directories themselves"))
     rows = []
     for lineno, rec in enumerate(reader, start=2):
         row = {}

@@ -431,7 +431,7 @@ def resolve_provenance(generate_output: str | os.PathLike, checkpoint_label: str
             preset = fits[0]
     if preset is None:
         raise UserError(f"the preset is unknown (no --preset; {where}). Fix: pass --preset "
-                        "NAME (fairseq-entropy train-args lists them) or --path CHECKPOINT")
+                        "NAME (fairseq-entropy train-args --list lists them) or --path CHECKPOINT")
     preset_model = presets[preset].get("model", preset)
     if model is not None and model != preset_model:
         raise UserError(f"--model {model} contradicts preset {preset}, whose model is "

@@ -84,6 +84,7 @@ def run(args) -> None:
             grammar, args.support, args.seed, args.valid_fraction, args.restricted_verb,
             args.support_order, each=lambda xs: options.progress(xs, "build exp2", "level"))
     write_build(args.out, grammar, levels, params, force=args.force)
+    asked = round(args.valid_fraction * args.n) if args.experiment == "exp1" else None
     for lv in levels:
-        print(level_summary(lv, grammar))
+        print(level_summary(lv, grammar, asked))
     print(f"wrote {len(levels)} level(s) to {args.out}")

@@ -52,7 +52,7 @@ def add_parser(sub) -> None:
                                    "its checkpoint_last.pt), decode the test split with the "
                                    "last and the best checkpoints and score both; a run whose "
                                    "RUN_DIR/last/score.json exists is skipped.")
-    r.add_argument("preset", help="preset name (fairseq-entropy train-args lists them)")
+    r.add_argument("preset", help="preset name (fairseq-entropy train-args --list lists them)")
     r.add_argument("databin", metavar="LEVEL_DATABIN", help="binarized level directory")
     r.add_argument("run_dir", metavar="RUN_DIR", help="run directory (created)")
     _add_options(r)

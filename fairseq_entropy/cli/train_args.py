@@ -4,16 +4,37 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 
+from ..errors import UserError
 from . import options
+
+
+def preset_line(name: str, preset: dict, width: int = 100) -> str:
+    """``name  experiment  model  arch  notes`` (tab-separated) of one preset, a line of
+    ``train-args --list``: the notes' first sentence, cut at a word to ``width`` characters
+    (``train-args NAME --field notes`` prints them whole)."""
+    notes = " ".join(str(preset.get("notes", "")).split())
+    first = re.split(r"(?<!\bal)\.\s+(?=[A-Z(])", notes)[0].rstrip(".")
+    if len(first) > width:
+        first = first[:width].rsplit(" ", 1)[0].rstrip(",;:") + " ..."
+    return "\t".join([name, str(preset.get("experiment", "")), str(preset.get("model", name)),
+                      str(preset.get("arch", "")), first])
 
 
 def add_parser(sub) -> None:
     """Add the ``train-args`` subcommand to the subparsers ``sub``."""
-    t = sub.add_parser("train-args", help="print fairseq-train arguments of a preset")
-    t.add_argument("preset", help="preset name (an unknown name lists the known ones)")
-    t.add_argument("--data", required=True, help="binarized level directory")
+    t = sub.add_parser("train-args", help="print fairseq-train arguments of a preset, or list "
+                                          "the presets (--list)")
+    t.add_argument("preset", nargs="?", help="preset name (an unknown name lists the known "
+                                             "ones); not with --list")
+    t.add_argument("--list", action="store_true",
+                   help="list the presets (packaged, and those of --presets), one a line: name, "
+                        "experiment, model (the paper's name), arch and the start of their "
+                        "notes, tab-separated")
+    t.add_argument("--data", help="binarized level directory (needed for the arguments, "
+                                  "whose schedule depends on the training-set size)")
     t.add_argument("--presets", help="your presets file, added to the packaged presets.json "
                                      "(in fairseq_entropy/experiments; your presets may "
                                      "extend packaged ones by name)")
@@ -38,6 +59,16 @@ def run(args) -> None:
     from ..files import check_fairseq_path
 
     presets = load_presets(args.presets)
+    if args.list:
+        if args.preset or args.field or args.data:
+            raise UserError("--list lists every preset; a preset, --field and --data are for "
+                            "one preset's arguments. Fix: pass --list alone (with --presets)")
+        for name in sorted(presets):
+            print(preset_line(name, presets[name]))
+        return
+    if not args.preset:
+        raise UserError("no preset given. Fix: pass a preset name (fairseq-entropy train-args "
+                        "--list lists them)")
     preset = check_preset(presets, args.preset)
     fields = sorted(KNOWN_KEYS - {"extends"})  # extends is resolved when presets load
     if args.field and args.field not in fields:
@@ -48,6 +79,10 @@ def run(args) -> None:
         print("" if value is None else shlex.join(value) if isinstance(value, list)
               else json.dumps(value, sort_keys=True) if isinstance(value, dict) else value)
         return
+    if not args.data:
+        raise UserError(f"train-args {args.preset} needs --data: the schedule in updates "
+                        "depends on the level's training-set size. Fix: pass --data "
+                        "LEVEL_DATABIN (or --field NAME for one field of the preset)")
     check_fairseq_path(args.data, "--data", ":")
     user_dir = check_user_dir(args.user_dir) if args.user_dir is not None else None
     args_list = train_args(preset, args.data, args.epochs, args.max_update)

@@ -306,7 +306,7 @@ def check_preset(presets: dict, name: str) -> dict:
     """
     if name not in presets:
         raise PresetError(f"unknown preset {name!r}; known: {', '.join(sorted(presets))}. Fix: "
-                          "pass one of them (fairseq-entropy train-args lists them)")
+                          "pass one of them (fairseq-entropy train-args --list lists them)")
     return presets[name]
 
 

@@ -178,12 +178,17 @@ def request_exp2(grammar: Grammar, supports: Sequence[int], seed: int, valid_fra
                    "support_order": support_order, "valid_fraction": valid_fraction}
 
 
-def level_summary(level: Level, grammar: Grammar) -> str:
+def level_summary(level: Level, grammar: Grammar, valid_asked: Optional[int] = None) -> str:
     """One line on a built level: its target and measured entropy (bits, of the controlled
     slot, Eq. 1) and its split sizes, from :meth:`Level.manifest
-    <fairseq_entropy.scan.levels.Level.manifest>`."""
+    <fairseq_entropy.scan.levels.Level.manifest>`.  ``valid_asked``: the validation size the
+    request asked for (Experiment 1: the fraction of N); a smaller one (a cell's distinct
+    commands ran out, e.g. at 0 bits) is said on the line."""
     man = level.manifest(grammar)
+    valid = man["sizes"]["valid"]
+    short = "" if valid_asked is None or valid >= valid_asked else (
+        f" (of {valid_asked} asked: the cells' distinct commands left after the training set "
+        "ran out)")
     return (f"{level.name}: target {level.target_bits:.3f} bits, measured "
             f"{man['entropy_bits']:.4f} bits ({level.controlled_slot} slot); train "
-            f"{man['sizes']['train']}, valid {man['sizes']['valid']}, test "
-            f"{man['sizes']['test']}")
+            f"{man['sizes']['train']}, valid {valid}{short}, test {man['sizes']['test']}")
