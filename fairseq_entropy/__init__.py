@@ -24,8 +24,9 @@ class _DropTensorboardXNotice(_logging.Filter):
         return "tensorboardX" not in record.getMessage()
 
 
-# installed before fairseq is first imported below (fairseq-train imports fairseq itself
-# before --user-dir, so there the notice is already in its log)
+# installed before fairseq is first imported below, for an environment without tensorboardX
+# (the Makefile installs it: fairseq-train imports fairseq itself before --user-dir, so there
+# only tensorboardX keeps the notice out of its log)
 _logging.getLogger("fairseq.tasks.text_to_speech").addFilter(_DropTensorboardXNotice())
 
 import os as _os  # noqa: E402

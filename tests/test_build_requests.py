@@ -77,6 +77,30 @@ def test_scan_files_summary():
     man["restricted_pairs"] = []
     assert scan_files_summary(man, "t.txt").startswith("splits: train 36") and \
         scan_files_summary(man, "t.txt").endswith("not in train: none\n")
+    del man["sizes"]["test"]  # binarized without --test: said, not "pairs ...: none"
+    assert scan_files_summary(man, "t.txt") == (
+        "splits: train 36, valid 4; no test split (no --test file): this data trains, but "
+        "fairseq-generate and score need a test split (binarize again with --test FILE)\n")
+
+
+def test_misuse_of_build_measure_and_binarize_names_the_fix(tmp_path, capsys):
+    from fairseq_entropy.cli import main as cli
+
+    assert cli(["binarize", "--out", str(tmp_path / "bin")]) == 2
+    assert "nothing to binarize. Fix: pass BUILD_DIR" in capsys.readouterr().err
+    missing = tmp_path / "nofile"
+    assert cli(["measure", f"{missing}.in"]) == 2
+    assert capsys.readouterr().err.endswith(f"{missing}.in: file not found. Fix: check the "
+                                            "path\n")
+    (tmp_path / "half.in").write_text("walk\n")
+    assert cli(["measure", str(tmp_path / "half.in")]) == 2
+    assert "half.out: file not found. Fix: check the path (the data set is the pair half.in " \
+        "/ half.out)" in capsys.readouterr().err
+    assert cli(["build", "exp2", "--out", str(tmp_path / "e2"), "--support-order",
+                "walk,run"]) == 2
+    assert "Fix: pass --support-order with all 8 verbs, comma-separated, e.g. walk,run,look," \
+        in capsys.readouterr().err
+    assert not any(tmp_path.glob("bin*")) and not (tmp_path / "e2").exists()
 
 
 def test_level_dirs_of_a_build_without_levels(tmp_path):

@@ -119,3 +119,14 @@ def test_build_shows_a_progress_bar_on_a_terminal_only(tmp_path, monkeypatch, ca
         for split in ("train", "valid"):
             lines = (tmp_path / "a" / level.name / f"{split}.in").read_text().splitlines()
             assert lines == [str(c) for c in level.splits[split]], (level.name, split)
+
+
+def test_fairseq_train_and_generate_start_without_a_tensorboardx_notice():
+    """fairseq's speech tasks log "Please install tensorboardX" on import, before any
+    ``--user-dir``; the environment installs tensorboardX, so their logs start clean."""
+    for tool in ("fairseq-train", "fairseq-generate"):
+        res = subprocess.run([str(Path(sys.executable).parent / tool), "--help"],
+                             capture_output=True, text=True, env=dict(os.environ,
+                                                                      OMP_NUM_THREADS="1"))
+        assert res.returncode == 0 and "usage:" in res.stdout
+        assert "tensorboardX" not in res.stdout + res.stderr

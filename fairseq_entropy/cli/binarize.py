@@ -106,6 +106,10 @@ def run(args) -> None:
         raise UserError("--valid-fraction applies to --train files; a build directory has "
                         "its validation split. Fix: drop --valid-fraction (or rebuild with "
                         "'build ... --valid-fraction')")
+    if not (args.build_dir or args.train or args.valid or args.test):
+        raise UserError("nothing to binarize. Fix: pass BUILD_DIR (the --out of "
+                        "'fairseq-entropy build', or one of its levels) or SCAN files with "
+                        "--train/--valid/--test FILE")
     check_fairseq_path(args.out, "--out")
     check_out_apart(args.out, {"BUILD_DIR": args.build_dir, "--train": args.train,
                                "--valid": args.valid, "--test": args.test})
@@ -148,6 +152,10 @@ def run_cogs(args) -> None:
                         f"{' and takes no ' + ', '.join(given) if given else ''}. Fix: "
                         "fairseq-entropy binarize --format cogs DIR --out OUT, DIR holding "
                         "train.tsv, dev.tsv, test.tsv, gen.tsv")
+    if not (args.build_dir or args.train or args.valid or args.test):
+        raise UserError("nothing to binarize. Fix: pass BUILD_DIR (the --out of "
+                        "'fairseq-entropy build', or one of its levels) or SCAN files with "
+                        "--train/--valid/--test FILE")
     check_fairseq_path(args.out, "--out")
     check_out_apart(args.out, {"BUILD_DIR": args.build_dir})
     m = binarize_cogs(args.build_dir, args.out, args.workers)

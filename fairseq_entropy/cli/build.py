@@ -21,14 +21,14 @@ def add_parser(sub) -> None:
         e = bsub.add_parser(name, help=help_)
         e.add_argument("--out", required=True, help="output directory (one subdir per level)")
         e.add_argument("--seed", type=options.seed, default=1, help="data seed")
-        e.add_argument("--verbs", type=options.names, default=list(PAPER_VERBS),
-                       help="comma-separated verbs (default: the paper's 8)")
+        e.add_argument("--verbs", type=options.names, default=",".join(PAPER_VERBS),
+                       help="comma-separated verbs (the paper's 8)")
         e.add_argument("--valid-fraction", type=options.fraction, default=0.05,
                        help="validation size as a fraction, in (0, 1)")
         e.add_argument("--force", action="store_true", help="replace a different build in --out")
         if name == "exp1":
-            e.add_argument("--levels", type=options.floats, default=[0, 0.5, 1, 1.5, 2, 2.5, 3],
-                           help="target second-slot entropies in bits (default 0,0.5,...,3)")
+            e.add_argument("--levels", type=options.floats, default="0,0.5,1,1.5,2,2.5,3",
+                           help="target second-slot entropies in bits, comma-separated")
             e.add_argument("--n", type=options.positive_int, default=6000,
                            help="training commands per level")
             e.add_argument("--restricted-verb", default=RESTRICTED_VERB[name],
@@ -42,14 +42,14 @@ def add_parser(sub) -> None:
                            help="with --component other than verb: the value never executed "
                                 "first in training (default: left, around or twice)")
         else:
-            e.add_argument("--support", type=options.ints, default=list(range(1, 9)),
+            e.add_argument("--support", type=options.ints, default="1..8",
                            help="support sizes k, e.g. 1..8 or 1,2,4")
             e.add_argument("--restricted-verb", default=RESTRICTED_VERB[name],
                            help="the verb never executed second in training")
             e.add_argument("--support-order", type=options.names,
-                           default=list(AUTHORS_SUPPORT_ORDER),
-                           help="order in which verbs join the support (the restricted verb "
-                                "always comes first)")
+                           default=",".join(AUTHORS_SUPPORT_ORDER),
+                           help="order in which verbs join the support, every verb once, "
+                                "comma-separated (the restricted verb always comes first)")
     s = bsub.add_parser("scan", help="the whole original SCAN language as IN:/OUT: lines")
     s.add_argument("--out", required=True, help="output file")
     s.add_argument("--actions", choices=["scan", "paper"], default="scan",

@@ -147,7 +147,9 @@ def build_exp2(grammar: Grammar, supports: Sequence[int] = tuple(range(1, 9)),
     order = [v for v in support_order]
     if sorted(order) != sorted(grammar.verbs):
         raise BuildError(f"support order {' '.join(order)} must list every verb of the grammar "
-                         f"({' '.join(grammar.verbs)}) exactly once. Fix: pass --support-order")
+                         f"({' '.join(grammar.verbs)}) exactly once. Fix: pass "
+                         f"--support-order with all {len(grammar.verbs)} verbs, "
+                         f"comma-separated, e.g. {','.join(grammar.verbs)}")
     order = [restricted] + [v for v in order if v != restricted]
     second_verbs = [v for v in grammar.verbs if v != restricted]
     test = test_commands(grammar, restricted, "second")

@@ -85,8 +85,10 @@ def read_pair(prefix: str | os.PathLike, grammar: Optional[Grammar] = None,
     src_path, tgt_path = Path(f"{prefix}.{src}"), Path(f"{prefix}.{tgt}")
     for p in (src_path, tgt_path):
         if not p.exists():
-            raise DataFormatError(f"{p}: file not found. Fix: a data set needs both "
-                                  f"{src_path.name} and {tgt_path.name}")
+            other = tgt_path if p == src_path else src_path
+            raise DataFormatError(f"{p}: file not found. Fix: check the path" + (
+                f" (the data set is the pair {src_path.name} / {tgt_path.name})"
+                if other.exists() else ""))
     srcs = read_lines(src_path)
     tgts = read_lines(tgt_path)
     if len(srcs) != len(tgts):

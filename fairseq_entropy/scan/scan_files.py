@@ -139,6 +139,11 @@ def scan_files_summary(manifest: dict, train_name: Optional[str]) -> str:
                      f"{sizes['train'] + sizes['valid']} commands of {train_name} for "
                      f"validation (fraction {held['fraction']}, seed {held['seed']})")
     pairs = ", ".join(f"({v}, {slot})" for v, slot in manifest["restricted_pairs"]) or "none"
-    lines.append(f"splits: {', '.join(f'{k} {v}' for k, v in manifest['sizes'].items())}; "
-                 f"(verb, slot) pairs in test but not in train: {pairs}")
+    splits = f"splits: {', '.join(f'{k} {v}' for k, v in manifest['sizes'].items())}"
+    if "test" in manifest["sizes"]:
+        lines.append(f"{splits}; (verb, slot) pairs in test but not in train: {pairs}")
+    else:
+        lines.append(f"{splits}; no test split (no --test file): this data trains, but "
+                     "fairseq-generate and score need a test split (binarize again with "
+                     "--test FILE)")
     return "".join(line + "\n" for line in lines)
