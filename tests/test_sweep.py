@@ -231,6 +231,21 @@ def test_gpu_slots_round_robin_with_a_simulated_device_count():
     assert cpu == [{"DEVICE": "cpu", "OMP_NUM_THREADS": "1"}] * 2
 
 
+def test_per_gpu_on_a_cpu_sweep_is_refused_not_ignored(tmp_path, capsys):
+    grid = GRIDS / "demo_cnn.toml"
+    for device in (["--device", "cpu"], []):  # this machine: auto finds no GPU in the tests
+        if not device and devices.detect_device("auto", None)[0] != "cpu":
+            continue
+        assert cli(["sweep", str(grid), "--dry-run", "--root", str(tmp_path / "r"),
+                    "--per-gpu", "16", *device]) == 2
+        err = capsys.readouterr().err
+        assert "--per-gpu 16: the cells train on the CPU" in err and "Fix: drop --per-gpu" in err
+    assert cli(["sweep", str(grid), "--dry-run", "--root", str(tmp_path / "r"), "--device",
+                "cpu", "--jobs", "3"]) == 0
+    assert "3 worker slot(s)" in capsys.readouterr().out
+    assert not (tmp_path / "r").exists()
+
+
 def test_local_executor_packs_k_runs_per_gpu(capsys):
     """8 cells on 2 simulated GPUs x 2 runs: 4 run at once, never 3 on one GPU."""
     slots = devices.device_slots(None, "gpu", gpus=2, per_gpu=2)

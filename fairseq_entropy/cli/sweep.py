@@ -34,8 +34,9 @@ def add_parser(sub) -> None:
                    help="where the cells train: auto is gpu when torch sees one")
     w.add_argument("--gpus", type=options.count,
                    help="number of GPUs (default: torch.cuda.device_count())")
-    w.add_argument("--per-gpu", type=options.positive_int, default=8,
-                   help="worker slots (runs, or packs with --pack) on each GPU")
+    w.add_argument("--per-gpu", type=options.positive_int,
+                   help="worker slots (runs, or packs with --pack) on each GPU (default 8; "
+                        "refused when the cells train on the CPU: --jobs sets those)")
     w.add_argument("--pack", type=options.count, metavar="K",
                    help="train up to K compatible cells (same preset, N, schedule and "
                    "fairseq-train arguments but data and seed) in one fairseq-train --task "
@@ -60,7 +61,7 @@ def add_parser(sub) -> None:
 def run(args) -> None:
     """``sweep``: expand a grid into cells and run them (see experiments/sweep.py)."""
     from ..experiments import executors, sweep
-    from ..experiments.devices import detect_device, device_slots
+    from ..experiments.devices import DEFAULT_PER_GPU, detect_device, device_slots
     from ..experiments.grids import load_grid
 
     grid = load_grid(args.grid, args.presets, args.user_dir)
@@ -80,7 +81,12 @@ def run(args) -> None:
                         "with the local executor only. Fix: add --executor local, or leave "
                         "--decode-sample out")
     device, gpus = detect_device(args.device, args.gpus)
-    slots = device_slots(args.jobs, device, gpus, args.per_gpu,
+    if args.per_gpu is not None and device == "cpu" and args.executor == "local":
+        why = "--device cpu" if args.device == "cpu" else "torch sees no GPU"
+        raise UserError(f"--per-gpu {args.per_gpu}: the cells train on the CPU ({why}), "
+                        "where it would be ignored. Fix: drop --per-gpu (--jobs sets how many "
+                        "cells run at once on the CPU), or run on a machine with a GPU")
+    slots = device_slots(args.jobs, device, gpus, args.per_gpu or DEFAULT_PER_GPU,
                          gpus_given=args.gpus is not None) \
         if args.executor == "local" else [{}]
     if args.decode_sample:

@@ -45,6 +45,10 @@ def detect_device(device: str = "auto", gpus: Optional[int] = None) -> Tuple[str
     return device, gpus or 0
 
 
+#: worker slots per GPU when ``sweep --per-gpu`` is not given
+DEFAULT_PER_GPU = 8
+
+
 def device_slots(jobs: Optional[int], device: str, gpus: int = 0,
                  per_gpu: int = 1, cores: Optional[int] = None,
                  gpus_given: bool = False) -> List[Dict[str, str]]:
