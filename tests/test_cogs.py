@@ -282,6 +282,12 @@ def test_aggregate_tables_cogs_cases_over_seeds(tmp_path, capsys):
     assert "## cogs_transformer_sinusoidal, vf: gen split, last checkpoint" in md
     assert "| `subj_to_obj_common` | lexical | 1,2 | 4 | 0.500 | 0.354 | 0.250 | 0.750 |" in md
     assert "| **type:lexical** | lexical | 1,2 | 4 | 0.500 | 0.354 | 0.250 | 0.750 |" in md
+    # from its results.tsv the cases cannot be made again, and aggregate says why
+    results = tmp_path / "agg" / "results.tsv"
+    assert main(["aggregate", str(results), "--out", str(tmp_path / "again")]) == 0
+    assert "cases:   not written: the per-case accuracies are in the runs' score.json" in \
+        capsys.readouterr().out
+    assert not (tmp_path / "again" / "cases.tsv").exists()
 
 
 def test_prepare_cogs_script(tmp_path):

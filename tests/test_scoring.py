@@ -130,7 +130,13 @@ def test_score_and_aggregate_cli(tmp_path, capsys):
     out = tmp_path / "results"
     capsys.readouterr()
     assert cli(["aggregate", str(tmp_path / "runs"), "--out", str(out)]) == 0
-    assert "agreement with the paper" not in capsys.readouterr().out  # no paper value at N=10
+    printed = capsys.readouterr().out
+    assert "agreement with the paper" not in printed  # no paper value at N=10
+    # every file written is named, and every file named was written
+    named = [ln.split(None, 1)[1] for ln in printed.splitlines()
+             if ln.split(":", 1)[0] in ("results", "summary", "curves", "figure", "plot",
+                                        "report")]
+    assert sorted(Path(p).name for p in named) == sorted(p.name for p in out.iterdir())
     rows = list(csv.DictReader(open(out / "results.tsv"), delimiter="\t"))
     assert rows == [{"experiment": "exp1", "preset": "exp1_transformer_sinusoidal",
                      "model": "transformer_sinusoidal", "n_train": "10",

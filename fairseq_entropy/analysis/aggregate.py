@@ -277,7 +277,9 @@ def aggregate(roots: Sequence[str | os.PathLike], out_dir: str | os.PathLike) ->
     ``accuracy_vs_entropy.png``) into ``out_dir``.
 
     Returns:
-        ``{"results", "summary", "plot", "report"}`` paths, ``"cases"`` (``cases.tsv``
+        ``{"results", "summary", "curves", "plot", "report"}`` paths, ``"figures"`` (the
+        ``fig_*.png`` paths), ``"experiments"`` (the rows' experiments, sorted),
+        ``"cases"`` (``cases.tsv``
         of :mod:`.cases`, accuracy per case over seeds; None when no score has cases; COGS
         scores, which have no entropy level, are left out of the curves and the report, and
         with only COGS scores the report's entries are None),
@@ -307,12 +309,16 @@ def aggregate(roots: Sequence[str | os.PathLike], out_dir: str | os.PathLike) ->
     cases = write_cases_tsv(rows, out)
     if not curve_rows:
         return {"cases": cases, "results": out / "results.tsv", "summary": None,
-                "plot": None, "report": None, "agreement": [], "table": "", "spearman": {}}
+                "experiments": sorted({r["experiment"] for r in rows}), "curves": None,
+                "figures": [], "plot": None, "report": None, "agreement": [], "table": "",
+                "spearman": {}}
     # curves are named by preset; the paper's model of a preset comes from its runs' model
     paper_of_preset = {r["preset"]: paper_model_name(r["model"]) for r in curve_rows}
     report = write_report(curve_rows, out,
                           paper_model=lambda name: paper_of_preset.get(name, name))
     return {"cases": cases, "results": out / "results.tsv", "summary": report["summary"],
+            "experiments": sorted({r["experiment"] for r in rows}),
+            "curves": report["curves"], "figures": report["figures"],
             "plot": report["overview"],
             "report": report["report"], "agreement": report["agreement"],
             "table": format_table(summary),

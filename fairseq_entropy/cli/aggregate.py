@@ -30,6 +30,12 @@ def run(args) -> None:
         print(line)
     print(f"results: {res['results']}")
     if res["report"] is not None:
-        print(f"summary: {res['summary']}\nplot:    {res['plot']}\nreport:  {res['report']}")
+        print(f"summary: {res['summary']}\ncurves:  {res['curves']}")
+        for fig in res["figures"]:
+            print(f"figure:  {fig}")
+        print(f"plot:    {res['plot']}\nreport:  {res['report']}")
     if res["cases"] is not None:
         print(f"cases:   {res['cases']} ({res['cases'].with_suffix('.md').name} beside it)")
+    elif any(exp.split("+", 1)[0] == "cogs" for exp in res["experiments"]):
+        print("cases:   not written: the per-case accuracies are in the runs' score.json, "
+              "not in a results.tsv (aggregate the run directories for cases.tsv)")
