@@ -5,7 +5,7 @@
 set -euo pipefail
 usage="usage: $0 SCAN_DIR [OUT_TSV] [WORK_DIR]: SCAN_DIR holds the original SCAN splits
 tasks_{train,test}_{simple,addprim_jump,length}.txt; OUT_TSV defaults to
-results/split_measures.tsv; WORK_DIR (default: a temporary folder, removed at the end) gets the
+the packaged fairseq_entropy/analysis/split_measures.tsv (what predict --split reads); WORK_DIR (default: a temporary folder, removed at the end) gets the
 Experiment 1 and 2 levels measured."
 case "${1:-}" in
   -h|--help) echo "$usage"; exit 0 ;;
@@ -13,7 +13,7 @@ case "${1:-}" in
       exit 2 ;;
 esac
 scan=$1
-out=${2:-results/split_measures.tsv}
+out=${2:-$here/../fairseq_entropy/analysis/split_measures.tsv}
 if [ ! -f "$scan/tasks_train_simple.txt" ]; then
   echo "error: no SCAN splits in $scan." \
        "Fix: pass the folder holding tasks_{train,test}_{simple,addprim_jump,length}.txt" >&2

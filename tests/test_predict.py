@@ -16,7 +16,7 @@ from fairseq_entropy.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
 CNN = REPO / "results" / "exp1_cnn_authors" / "results.tsv"
-MEASURES = REPO / "results" / "split_measures.tsv"
+MEASURES = REPO / "fairseq_entropy" / "analysis" / "split_measures.tsv"
 LEVELS = [0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0]
 
 
@@ -196,6 +196,17 @@ def test_predict_addprim_jump_against_a_synthetic_measured_run(form, tmp_path, c
     assert c["inside"] == "no" and c["predicted_ci_low"] <= predicted <= c["predicted_ci_high"]
     assert c["h50"] == pytest.approx(h50) and len(c["loo"]) == 7
     assert c["loo_mae"] == pytest.approx(np.mean([abs(x["error"]) for x in c["loo"]]))
+
+
+def test_predict_split_reads_the_packaged_measures_from_any_directory(tmp_path, capsys,
+                                                                     monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no results/ here
+    code, out, err = run_cli(["predict", str(CNN), "--split", "addprim_jump", "--json"],
+                             capsys)
+    assert code == 0, err
+    rec = json.loads(out)
+    assert rec["target"]["entropy_bits"] == pytest.approx(2.2663)
+    assert rec["target"]["source"] == f"{MEASURES}:4"
 
 
 def test_predict_prints_a_table_a_tsv_and_a_plot(tmp_path, capsys):

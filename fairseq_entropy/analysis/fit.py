@@ -86,7 +86,8 @@ def read_split_measures(path: str | os.PathLike) -> Dict[str, dict]:
     missing = [c for c in MEASURE_COLUMNS if c not in (reader.fieldnames or [])]
     if missing:
         raise FitError(f"{path}:1: missing column(s) {', '.join(missing)}. Fix: pass the "
-                       "table of fairseq-entropy measure --tsv (e.g. results/split_measures.tsv)")
+                       "table of fairseq-entropy measure --tsv (e.g. the packaged "
+                       "fairseq_entropy/analysis/split_measures.tsv)")
     rows = {}
     for lineno, rec in enumerate(reader, start=2):
         for c in MEASURE_COLUMNS[2:]:

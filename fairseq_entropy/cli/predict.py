@@ -5,9 +5,13 @@ prediction at a split's slot entropy beside the accuracy measured there."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from ..errors import UserError
 from . import options
+
+#: the measures of SCAN's splits and of Experiment 1 and 2 levels (recipes/measure_splits.sh)
+PACKAGED_MEASURES = Path(__file__).resolve().parents[1] / "analysis" / "split_measures.tsv"
 
 #: an entropy in bits (no upper bound: it depends on the number of verbs)
 bits = options.number(float, 0.0, what="a number of bits >= 0")
@@ -29,9 +33,10 @@ def add_parser(sub) -> None:
                    "--measures: the training entropy of the verb slot in which its held-out "
                    "verb was seen (e.g. addprim_jump: jump held out of the second slot, seen "
                    "in the first)")
-    p.add_argument("--measures", default="results/split_measures.tsv",
+    p.add_argument("--measures", default=str(PACKAGED_MEASURES),
                    help="split_measures.tsv (fairseq-entropy measure --tsv) that --split is "
-                   "read from")
+                   "read from (default: the packaged measures of SCAN's splits and of "
+                   "Experiment 1 and 2 levels, written by recipes/measure_splits.sh)")
     p.add_argument("--entropy", type=bits, help="predict at this entropy (bits) instead of a "
                    "split's")
     p.add_argument("--measured", help="the measured accuracy to compare with the prediction, "
