@@ -59,7 +59,9 @@ def test_cells_share_data_across_presets_and_paths_are_distinct(tmp_path):
     assert c.run_dir(tmp_path) == tmp_path / "runs/exp1/exp1_cnn/n6000/seed830/entropy_1.5"
 
 
-def test_dry_run_lists_the_35_cells_of_the_sinusoidal_grid(tmp_path, capsys):
+def test_dry_run_lists_the_35_cells_of_the_sinusoidal_grid(tmp_path, capsys, monkeypatch):
+    for name in sweep.INHERITED_RECIPE_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
     assert cli(["sweep", str(GRIDS / "exp1_transformer_sinusoidal.toml"), "--dry-run",
                 "--root", str(tmp_path), "--device", "cpu", "--jobs", "2"]) == 0
     out = capsys.readouterr().out.splitlines()
@@ -70,6 +72,16 @@ def test_dry_run_lists_the_35_cells_of_the_sinusoidal_grid(tmp_path, capsys):
     assert sum(ln.startswith("fairseq-entropy build exp1") for ln in out) == 35
     assert sum(ln.startswith("fairseq-entropy binarize") for ln in out) == 35
     assert not (tmp_path / "runs").exists()  # a dry run writes nothing
+
+
+def test_dry_run_shows_the_recipe_variables_the_cells_inherit(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("SCORE_BEST", "0")
+    monkeypatch.delenv("SELECT", raising=False)
+    assert cli(["sweep", str(GRIDS / "demo_cnn.toml"), "--dry-run", "--root", str(tmp_path),
+                "--device", "cpu", "--jobs", "1"]) == 0
+    recipe = [ln for ln in capsys.readouterr().out.splitlines() if "train_level.sh" in ln]
+    assert len(recipe) == 6
+    assert all(ln.startswith("SCORE_BEST=0 SEED=") and "SELECT=" not in ln for ln in recipe)
 
 
 def test_seed_filter_keeps_whole_curves_of_the_chosen_seeds(tmp_path, capsys):

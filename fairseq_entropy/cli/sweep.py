@@ -113,7 +113,8 @@ def run(args) -> None:
                 for cmd in sweep.data_commands(cell, root):
                     print(" ".join(cmd))
             state = " (scored: skipped)" if sweep.scored(cell, root) is not None else ""
-            env = sweep.cell_env(cell, slots[i % len(slots)])
+            env = {**{k: os.environ[k] for k in sweep.INHERITED_RECIPE_VARIABLES
+                      if k in os.environ}, **sweep.cell_env(cell, slots[i % len(slots)])}
             print(f"# cell {i + 1}/{len(cells)} {cell.name}{state}")
             print(" ".join([f"{k}={v}" for k, v in env.items()]
                            + sweep.recipe_command(cell, root, args.recipe)))

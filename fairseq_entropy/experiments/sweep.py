@@ -148,6 +148,11 @@ def record_wall(directory: str | os.PathLike, seconds: float) -> float:
     return total
 
 
+#: variables of the default recipe (``train_level.sh``) that a cell inherits from the sweep's
+#: own environment (``SCORE_BEST=0 fairseq-entropy sweep ...``)
+INHERITED_RECIPE_VARIABLES = ("SCORE_BEST", "SELECT", "GEN_BATCH", "VALID_BATCH")
+
+
 def cell_env(cell: Cell, slot: Optional[dict] = None) -> Dict[str, str]:
     """Environment of a cell's recipe: seed, schedule, the user's ``PRESETS`` file and
     ``USER_DIR`` package (when the grid has them) and the worker slot's variables."""
