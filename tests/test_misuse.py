@@ -214,9 +214,9 @@ def world(tmp_path_factory):
     (w / "presets.json").write_text(
         '{\n  "mine": {\n    "arch": "scan_cnn_paper",\n    "experiment": "exp1",\n'
         '    "batch_size": 8,\n    "epochs": 2\n  }\n}\n')
-    for name, dest in (("exp1_cnn_authors/results.tsv", "curve.tsv"),
-                       ("split_measures.tsv", "split_measures.tsv")):
-        (w / dest).write_bytes((REPO / "results" / name).read_bytes())
+    for name, dest in (("results/exp1_cnn_authors/results.tsv", "curve.tsv"),
+                       ("fairseq_entropy/analysis/split_measures.tsv", "split_measures.tsv")):
+        (w / dest).write_bytes((REPO / name).read_bytes())
     (w / "a_dir").mkdir()
     (w / "a_file").write_text("x\n")
     return w

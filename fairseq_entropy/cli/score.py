@@ -58,6 +58,12 @@ def run(args) -> None:
     if (Path(args.out) / "score.json").exists() and not args.force:
         raise UserError(f"{Path(args.out) / 'score.json'} already exists. Fix: pass --force "
                         "to replace it, or choose another --out")
+    generated = Path(args.generate_output)
+    if not generated.is_file():  # before the provenance, which the decode's place suggests
+        raise UserError(f"{generated}: " + ("a directory, not" if generated.is_dir() else
+                                            "file not found:") +
+                        " the fairseq-generate output to score. Fix: pass the file "
+                        "fairseq-generate wrote (e.g. RUN_DIR/generate-last.txt)")
     presets = load_presets(args.presets)
     if args.preset is not None:
         check_preset(presets, args.preset)
