@@ -60,9 +60,9 @@ def run(args) -> None:
                         "to replace it, or choose another --out")
     generated = Path(args.generate_output)
     if not generated.is_file():  # before the provenance, which the decode's place suggests
-        raise UserError(f"{generated}: " + ("a directory, not" if generated.is_dir() else
-                                            "file not found:") +
-                        " the fairseq-generate output to score. Fix: pass the file "
+        raise UserError(f"{generated}" + (" is a directory, not a file" if generated.is_dir()
+                                          else ": file not found") +
+                        " (the fairseq-generate output to score). Fix: pass the file "
                         "fairseq-generate wrote (e.g. RUN_DIR/generate-last.txt)")
     presets = load_presets(args.presets)
     if args.preset is not None:
