@@ -165,6 +165,7 @@ class VmapPacked(nn.Module):
 
     @property
     def k(self) -> int:
+        """The number of runs K in the pack."""
         return len(self.models)
 
     def stacked(self) -> Dict[str, Tensor]:
@@ -334,10 +335,17 @@ class PackedModel(BaseFairseqModel):
         return self.impl.unpacked_state_dicts()
 
     def forward(self, *args, **kwargs):
+        """Refused: the pack trains through :meth:`run_losses`, and a run decodes as its
+        ordinary model.
+
+        Raises:
+            PackedError: always, naming ``fairseq-entropy unpack``.
+        """
         raise PackedError("packed runs: a packed model has no single forward. Fix: decode an "
                           "unpacked checkpoint (fairseq-entropy unpack)")
 
     def max_positions(self):
+        """The runs' (shared) maximum source and target lengths, as each ordinary model."""
         return self.models[0].max_positions()
 
     def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
