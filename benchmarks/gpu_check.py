@@ -90,7 +90,8 @@ def distance(a: dict, b: dict) -> tuple:
 
 def correctness(args) -> int:
     from fairseq_entropy.experiments.presets import load_presets, train_args
-    from fairseq_entropy.experiments.run import train_command, user_dir
+    from fairseq_entropy.experiments.fairseq_train import train_command
+    from fairseq_entropy.experiments.run import user_dir
     from fairseq_entropy.tasks.packed_runs import write_pack
 
     out = Path(args.out).resolve()

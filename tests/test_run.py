@@ -14,6 +14,7 @@ import pytest
 from fairseq_entropy.cli import main as cli
 from fairseq_entropy.experiments.locks import LOCKED_EXIT, RunLock
 from fairseq_entropy.experiments.presets import PresetError
+from fairseq_entropy.experiments.fairseq_train import RUN_OWNED_ARGS
 from fairseq_entropy.experiments.run import (DataDirError, console_line, run_level, scored)
 from fairseq_entropy.files import pid_alive
 from _toy import tiny_level  # noqa: E402
@@ -125,10 +126,26 @@ def test_a_user_dir_must_be_a_package_and_not_among_the_extra_args(tmp_path, cap
                           "a Python package directory (no __init__.py in it). Fix: ")
     assert cli(["run", "exp1_cnn", "bin", str(run), "--seed", "1", "--", "--user-dir",
                 "x"]) == 2
-    assert "would reach fairseq-train but not fairseq-generate. Fix: pass it as " \
-        "'fairseq-entropy run --user-dir DIR'" in capsys.readouterr().err
+    assert "Fix: pass it as 'fairseq-entropy run --user-dir DIR' (USER_DIR=DIR for " \
+        "train_level.sh): here it would reach fairseq-train but not fairseq-generate" in \
+        capsys.readouterr().err
     assert cli(["run", "exp1_cnn", "bin", str(run), "--seed", "1", "--", "--user-dir=x"]) == 2
     assert "would reach fairseq-train" in capsys.readouterr().err
+    assert not run.exists()
+
+
+@pytest.mark.parametrize("option", sorted(RUN_OWNED_ARGS))
+def test_every_option_the_run_sets_is_refused_among_the_extra_args(option, tmp_path, capsys):
+    """``run ... -- --seed 5`` would train seed 5 and record seed 1; each option the run sets
+    (and records) is refused after ``--``, as --opt VALUE and as --opt=VALUE, with its fix."""
+    run = tmp_path / "run"
+    for extra in ([option, "5"], [f"{option}=5"]):
+        assert cli(["run", "exp1_cnn", "bin", str(run), "--", "--dropout", "0.2",
+                    *extra]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"fairseq-entropy: error: {option} among the extra fairseq-train "
+                              "arguments (after --): fairseq-entropy run sets it itself. Fix: ")
+        assert err.count("\n") == 1
     assert not run.exists()
 
 

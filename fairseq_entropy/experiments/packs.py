@@ -45,7 +45,8 @@ from .locks import LOCK_ENV, LockHeld, RunLock
 from .presets import PresetError, load_presets, train_args, train_args_sha256
 from .processes import CHILDREN, Stopping, stop_on_signals
 from .rerun import ScheduleChanged, check_trained, expected_schedule
-from .run import SHOWN, best_metric, console_line, subword_data, train_command, user_dir
+from .fairseq_train import best_metric, train_command
+from .run import SHOWN, console_line, subword_data, user_dir
 from .sweep import CellResult, last_line, prepare_data, record_wall, run_cell, scored
 
 PACKS_DIR = "packs"

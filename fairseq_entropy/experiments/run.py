@@ -55,7 +55,8 @@ from .devices import default_device
 from .locks import LockHeld, RunLock, held_by_parent
 from .archs import check_arch
 from .presets import (TASK_ARGS, check_preset, load_presets, own_schedule,
-                      preset_args_sha256, train_args, train_args_sha256)
+                      preset_args_sha256, train_args)
+from .fairseq_train import best_metric, check_extra_args, tool_path, train_command
 from .rerun import (ScheduleChanged, check_device, check_run_dir, check_trained,  # noqa: F401
                     expected_schedule, scored)
 from .processes import GRACE_S, ProcessGroups, Stopping, stop_on_signals
@@ -131,12 +132,6 @@ def console_line(line: str, name: str) -> Optional[str]:
     if "progress: " in line:
         line = line[line.rindex("progress: "):]
     return _VALID.sub(r"\1 \2 \3", f" [{name}] {line}")
-
-
-def _tool(name: str) -> str:
-    """The console script ``name`` beside this Python (its environment), else from PATH."""
-    beside = Path(sys.executable).parent / name
-    return str(beside) if beside.is_file() else name
 
 
 def subword_data(databin: str | os.PathLike) -> bool:
@@ -267,44 +262,6 @@ def _progress(run: Path, line: str, out) -> None:
         log.write(line + "\n")
 
 
-def train_command(data: str | os.PathLike, out_dir: Path, args: Sequence[str], plugin: str,
-                  device: str, valid_batch: int = 512, select: str = "valid",
-                  subword: bool = False, extra_args: Sequence[str] = ()) -> list:
-    """The fairseq-train command of a run (or of a pack: ``data`` is then the pack directory
-    and ``args`` end with ``--task packed_systematicity``), without ``--seed``.
-
-    Args:
-        data: fairseq-train's data argument.
-        out_dir: where ``checkpoints/`` and ``tensorboard/`` go.
-        args: the preset's arguments (:func:`~.presets.train_args`); their hash is recorded
-            as ``--train-args-sha256`` (of the arguments up to a trailing ``--task`` pair).
-        plugin: the ``--user-dir``.
-        device: ``cpu`` (adds ``--cpu``) or ``gpu``.
-        valid_batch, select: as :func:`run_level`.
-        subword: the level's actions are sentencepiece pieces (longer decodes).
-        extra_args: the fairseq-train arguments the caller appends after ``--seed``; their
-            hash is recorded as ``--train-extra-args-sha256`` (the hash of none without).
-    """
-    args = list(args)
-    own = args[:-2] if args[-2:-1] == ["--task"] else args
-    # fairseq's default multiple of 8 silently drops the last sentences of a split whose size
-    # is not a multiple of 8 (e.g. 6 of 174 validation commands at 0 bits)
-    return [_tool("fairseq-train"), str(data), "--user-dir", plugin, *args,
-            *(["--cpu"] if device == "cpu" else []), "--save-dir", str(out_dir / "checkpoints"),
-            "--tensorboard-logdir", str(out_dir / "tensorboard"), "--no-epoch-checkpoints",
-            "--num-workers", "0", "--log-format", "simple", "--log-interval", "100",
-            "--required-batch-size-multiple", "1", "--batch-size-valid", str(valid_batch),
-            "--eval-seq-acc", "--eval-seq-acc-max-len-b", "400" if subword else "60",
-            *SELECTIONS[select].train_args, "--train-args-sha256", train_args_sha256(own),
-            "--train-extra-args-sha256", train_args_sha256(list(extra_args))]
-
-
-def best_metric(select: str) -> str:
-    """fairseq's ``--best-checkpoint-metric`` of a checkpoint selection (``seq_acc`` for
-    ``valid``, ``loss`` for ``test-loss``)."""
-    return SELECTIONS[select].metric
-
-
 def run_level(preset: str, databin: str | os.PathLike, run_dir: str | os.PathLike,
               seed: int = 1, epochs: Optional[float] = None, max_update: Optional[int] = None,
               device: Optional[str] = None, gen_batch: int = 512, valid_batch: int = 512,
@@ -349,8 +306,8 @@ def run_level(preset: str, databin: str | os.PathLike, run_dir: str | os.PathLik
             level.
         DataDirError: ``databin`` is not a directory.
         UserError: a bad ``select``, ``device`` (``gpu`` without one) or ``user_dir``, a
-            ``run_dir`` that is a file or holds ``:``, or ``--user-dir`` among ``extra_args``
-            (it would reach fairseq-train but not fairseq-generate).
+            ``run_dir`` that is a file or holds ``:``, or an option of :data:`RUN_OWNED_ARGS`
+            among ``extra_args`` (:func:`check_extra_args`).
         ScheduleChanged: ``run_dir`` was scored, or trained (``checkpoints/trained``), with
             another schedule, preset arguments, data or seed than asked now.
         RunFailed: a child process failed.
@@ -363,10 +320,7 @@ def run_level(preset: str, databin: str | os.PathLike, run_dir: str | os.PathLik
                         "pass one of them")
     if device is not None and device not in ("cpu", "gpu"):
         raise UserError(f"device {device!r}: expected cpu or gpu. Fix: pass one of them")
-    if any(a == "--user-dir" or a.startswith("--user-dir=") for a in extra_args):
-        raise UserError("--user-dir among the extra fairseq-train arguments would reach "
-                        "fairseq-train but not fairseq-generate. Fix: pass it as "
-                        "'fairseq-entropy run --user-dir DIR' (USER_DIR=DIR for train_level.sh)")
+    check_extra_args(extra_args)
     plugin = str(check_user_dir(user_dir)) if user_dir is not None else None
     check_run_dir(run_dir)
     table = load_presets(presets)
@@ -444,7 +398,7 @@ def _run_locked(children, fds, presets, preset, databin, run, run_name, seed, ep
         if decode_sample else ((), gen_batch, total)
 
     def generate(checkpoint: str, label: str) -> None:
-        cmd = [_tool("fairseq-generate"), databin, "--user-dir", plugin,
+        cmd = [tool_path("fairseq-generate"), databin, "--user-dir", plugin,
                *TASK_ARGS[spec.get("format", "pairs")], "--path",
                str(run / "checkpoints" / checkpoint), *device_args, "--gen-subset", "test",
                "--beam", "1", "--max-len-a", "0", "--max-len-b", max_len,
