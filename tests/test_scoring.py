@@ -69,6 +69,25 @@ def test_missing_reference_is_an_error(tmp_path):
         read_generate_output(p)
 
 
+def test_two_decodes_in_one_file_are_refused_and_nbest_is_not(tmp_path):
+    p = tmp_path / "gen.txt"
+    head, _, _ = GEN.partition("Generate test")
+    n = head.count("\n")
+    p.write_text(head + head)  # a decode concatenated with another: every sample again
+    with pytest.raises(ScoreError, match=rf"gen.txt:{n + 2}: S-2 again: sample 2 was decoded "
+                                         r"before in this file .* Fix: score the output of one"):
+        read_generate_output(p)
+    p.write_text(head + "H-0\t-0.1\tJUMP WALK\n")  # a stray, conflicting hypothesis of 0
+    with pytest.raises(ScoreError, match=rf"gen.txt:{n + 1}: H-0 again: sample 0"):
+        read_generate_output(p)
+    # --nbest 2: each sample's hypotheses follow it, the first is the best and is scored
+    p.write_text("S-0\tjump\nT-0\tJUMP\nH-0\t-0.1\tJUMP\nD-0\t-0.1\tJUMP\nP-0\t-0.1\n"
+                 "H-0\t-0.9\tWALK\nD-0\t-0.9\tWALK\nP-0\t-0.9\n"
+                 "S-1\twalk\nT-1\tWALK\nH-1\t-0.2\tWALK\nD-1\t-0.2\tWALK\nP-1\t-0.2\n")
+    assert read_generate_output(p) == {0: {"S": "jump", "T": "JUMP", "H": "JUMP"},
+                                       1: {"S": "walk", "T": "WALK", "H": "WALK"}}
+
+
 def test_summary_and_spearman():
     rows = [{"experiment": "exp1", "preset": "p", "model": "m", "n_train": 6000,
              "checkpoint": "last", "level": f"l{h}", "entropy_bits": h, "accuracy": a, "seed": s}

@@ -56,13 +56,15 @@ def read_generate_output(path: str | os.PathLike) -> Dict[int, Dict[str, str]]:
     Raises:
         DataFormatError: a missing file, a directory or a line that is not UTF-8
             (:func:`~fairseq_entropy.files.iter_text_lines`).
-        ScoreError: no samples; an id without its ``S-``, ``T-`` or ``H-`` line; or an output
+        ScoreError: no samples; an id without its ``S-``, ``T-`` or ``H-`` line; an id whose
+            lines appear twice (two decodes in one file); or an output
             cut off while it was written (the last line has no newline, or the file has
             ``D-`` lines and an ``H-`` line lacks its ``D-`` line); names the file, the line
             or sample, and the fix.
     """
     samples: Dict[int, Dict[str, str]] = defaultdict(dict)
     detokenized = set()  # ids with a D- line (fairseq-generate prints one after every H-)
+    finished, previous = set(), None  # ids whose block of lines has ended; the last line's id
     for lineno, line in iter_text_lines(path):
         if line[:2] not in ("S-", "T-", "H-", "D-", "P-"):
             continue
@@ -76,6 +78,14 @@ def read_generate_output(path: str | os.PathLike) -> Dict[int, Dict[str, str]]:
         except ValueError:
             continue
         kind = tag[0]
+        if sid != previous and previous is not None:
+            finished.add(previous)
+        previous = sid
+        if sid in finished or (kind in "ST" and kind in samples.get(sid, {})):
+            raise ScoreError(f"{path}:{lineno}: {tag} again: sample {sid} was "
+                             "decoded before in this file (fairseq-generate writes each "
+                             "sample's lines together, once), so two decodes are mixed in it. "
+                             "Fix: score the output of one fairseq-generate run")
         if kind == "D":
             detokenized.add(sid)
         if kind not in "STH":
