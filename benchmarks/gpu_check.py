@@ -175,7 +175,7 @@ def curve(args) -> int:
         rec = json.loads(f.read_text())
         print(f"  {rec.get('level')}: accuracy {rec['accuracy']:.4f} ({rec['n']} sentences)")
     if not args.decode_sample:
-        cli("aggregate", out / "root" / "runs", "--out", out / "results")
+        cli("aggregate", out / "root" / "runs", "--out", out / "results", "--force")
         curves = out / "results" / "curves.tsv"
         print(curves.read_text() if curves.exists() else "no curves.tsv")
     return 0 if len(runs) == 7 else 1

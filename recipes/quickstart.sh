@@ -166,7 +166,7 @@ step fairseq-entropy sweep "$grid" --root "$out" --jobs "$jobs" --pack "$size" \
   ${DECODE_SAMPLE:+--decode-sample "$DECODE_SAMPLE"}
 
 # 4. table + plot
-step fairseq-entropy aggregate "$out/runs" --out "$out/results"
+step fairseq-entropy aggregate "$out/runs" --out "$out/results" --force
 echo "wall time: $(( $(date +%s) - start )) s"
 echo "data: $out/data  binarized: $out/data-bin  runs (checkpoints, logs, generate output):" \
      "$out/runs  packs: $out/packs  tensorboard: tensorboard --logdir $out/runs"

@@ -179,6 +179,17 @@ def test_score_and_aggregate_cli(tmp_path, capsys):
     assert [(r["mean"], r["clause_accuracy"], r["correct_except_restricted_clause"],
              r["accuracy_and"], r["accuracy_after"]) for r in summary] == [
         ("0.750000", "0.875000", "0.250000", "0.500000", "1.000000")]
+    # a second aggregate into the same --out: refused without --force, nothing touched
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    (out / "fig_exp2.png").write_bytes(b"a figure of a curve no longer aggregated")
+    (out / "fit_addprim_jump.png").write_bytes(b"predict --plot's figure")
+    assert cli(["aggregate", str(tmp_path / "runs"), "--out", str(out)]) == 2
+    assert f"--out {out} holds an aggregate already" in capsys.readouterr().err
+    assert (out / "results.tsv").read_bytes() == before["results.tsv"]
+    # --force replaces it: the earlier aggregate's stale figure goes, the other file stays
+    assert cli(["aggregate", str(tmp_path / "runs"), "--out", str(out), "--force"]) == 0
+    assert sorted(p.name for p in out.iterdir()) == sorted([*before, "fit_addprim_jump.png"])
+    assert (out / "results.tsv").read_bytes() == before["results.tsv"]
 
 
 def test_score_records_graded_metrics(tmp_path):

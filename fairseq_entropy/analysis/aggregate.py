@@ -271,10 +271,28 @@ def _tsv(records: Sequence[dict], columns: Sequence[str]) -> str:
     return buf.getvalue()
 
 
-def aggregate(roots: Sequence[str | os.PathLike], out_dir: str | os.PathLike) -> dict:
+#: the files an aggregate writes (globs in its output directory): another aggregate into the
+#: same directory replaces them all, the ones it does not write again removed
+AGGREGATE_OUTPUTS = ("results.tsv", "summary.tsv", "curves.tsv", "report.md", "fig_*.png",
+                     "accuracy_vs_entropy.png", "cases.tsv", "cases.md")
+
+
+def _remove_stale(earlier: set, written: set) -> None:
+    """Remove the earlier aggregate's outputs that this one did not write again."""
+    for path in earlier - {Path(p) for p in written if p}:
+        path.unlink(missing_ok=True)
+
+
+def aggregate(roots: Sequence[str | os.PathLike], out_dir: str | os.PathLike,
+              force: bool = False) -> dict:
     """Write ``results.tsv``, the report (:func:`.report.write_report`: ``summary.tsv``,
     ``curves.tsv``, ``fig_*.png``, ``report.md``) and the overview
     ``accuracy_vs_entropy.png``) into ``out_dir``.
+
+    An ``out_dir`` that holds an aggregate already (its ``results.tsv``) is replaced only with
+    ``force``; then the outputs of the earlier aggregate (:data:`AGGREGATE_OUTPUTS`) that this
+    one does not write (a figure of a curve no longer there) are removed, and other files
+    (e.g. ``predict --plot`` figures) are kept.
 
     Returns:
         ``{"results", "summary", "curves", "plot", "report"}`` paths, ``"figures"`` (the
@@ -289,7 +307,8 @@ def aggregate(roots: Sequence[str | os.PathLike], out_dir: str | os.PathLike) ->
         curve key -> rho or None).
 
     Raises:
-        ScoreError: ``out_dir`` is (inside) an input directory; see :func:`collect_scores`
+        ScoreError: ``out_dir`` is (inside) an input directory, or holds an aggregate and
+            ``force`` is not given; see :func:`collect_scores`
             and :func:`.statistics.group_runs`.
         DataFormatError: an unreadable input, or an output that cannot be written.
     """
@@ -301,6 +320,12 @@ def aggregate(roots: Sequence[str | os.PathLike], out_dir: str | os.PathLike) ->
                              "written among the runs (and read back as input by the next "
                              "aggregate). Fix: choose an --out outside every input directory, "
                              f"e.g. {root.resolve().parent / 'results'}")
+    if (out / "results.tsv").exists() and not force:
+        raise ScoreError(f"--out {out} holds an aggregate already ({out / 'results.tsv'}). "
+                         "Fix: pass --force to replace it (its tables, figures and report), "
+                         "or choose another --out; to add runs to it, pass its results.tsv "
+                         "as an input")
+    earlier = {p for pattern in AGGREGATE_OUTPUTS for p in out.glob(pattern)}
     rows = collect_scores(roots)
     # COGS has no entropy level per run: its rows go to results.tsv and cases.tsv only
     curve_rows = [r for r in rows if r["experiment"].split("+", 1)[0] != "cogs"]
@@ -308,6 +333,7 @@ def aggregate(roots: Sequence[str | os.PathLike], out_dir: str | os.PathLike) ->
     atomic_write_text(out / "results.tsv", _tsv(rows, RESULT_COLUMNS + GRADED_COLUMNS))
     cases = write_cases_tsv(rows, out)
     if not curve_rows:
+        _remove_stale(earlier, {out / "results.tsv", cases, cases and cases.with_suffix(".md")})
         return {"cases": cases, "results": out / "results.tsv", "summary": None,
                 "experiments": sorted({r["experiment"] for r in rows}), "curves": None,
                 "figures": [], "plot": None, "report": None, "agreement": [], "table": "",
@@ -316,6 +342,9 @@ def aggregate(roots: Sequence[str | os.PathLike], out_dir: str | os.PathLike) ->
     paper_of_preset = {r["preset"]: paper_model_name(r["model"]) for r in curve_rows}
     report = write_report(curve_rows, out,
                           paper_model=lambda name: paper_of_preset.get(name, name))
+    _remove_stale(earlier, {out / "results.tsv", cases, cases and cases.with_suffix(".md"),
+                            report["summary"], report["curves"], report["report"],
+                            report["overview"], *report["figures"]})
     return {"cases": cases, "results": out / "results.tsv", "summary": report["summary"],
             "experiments": sorted({r["experiment"] for r in rows}),
             "curves": report["curves"], "figures": report["figures"],

@@ -13,13 +13,16 @@ def add_parser(sub) -> None:
     a.add_argument("--out", required=True, help="output directory for results.tsv, summary.tsv, "
                    "curves.tsv, the figures and report.md (and cases.tsv and cases.md, accuracy "
                    "per case over seeds, for data with cases such as COGS)")
+    a.add_argument("--force", action="store_true",
+                   help="replace the aggregate --out holds (its tables, figures and report; "
+                        "other files stay)")
 
 
 def run(args) -> None:
     """``aggregate``: results.tsv, summary.tsv and the plot from score.json files."""
     from ..analysis.aggregate import aggregate
 
-    res = aggregate(args.roots, args.out)
+    res = aggregate(args.roots, args.out, force=args.force)
     print(res["table"], end="")
     for (exp, preset, n_train, ckpt, schedule), rho in sorted(res["spearman"].items(),
                                                               key=str):
