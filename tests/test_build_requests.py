@@ -6,7 +6,8 @@ import json
 import pytest
 
 from fairseq_entropy.scan.binarize import level_dirs
-from fairseq_entropy.scan.build_requests import level_summary, request_exp1, request_exp2
+from fairseq_entropy.scan.build_requests import (check_build_args, level_summary, request_exp1,
+                                                  request_exp2)
 from fairseq_entropy.scan.builders import build_exp1, build_exp2
 from fairseq_entropy.scan.databin import BinarizeError
 from fairseq_entropy.scan.grammar import Grammar
@@ -100,7 +101,21 @@ def test_misuse_of_build_measure_and_binarize_names_the_fix(tmp_path, capsys):
                 "walk,run"]) == 2
     assert "Fix: pass --support-order with all 8 verbs, comma-separated, e.g. walk,run,look," \
         in capsys.readouterr().err
+    # a level asked twice, and a restricted verb with another class: refused, not dropped
+    assert cli(["build", "exp1", "--out", str(tmp_path / "e1"), "--levels", "3,0,3", "--n",
+                "60"]) == 2
+    assert "--levels 3,0,3: 3 given more than once. Fix: name each level once" in \
+        capsys.readouterr().err
+    assert cli(["build", "exp2", "--out", str(tmp_path / "e2"), "--support", "2,2"]) == 2
+    assert "--support 2,2: 2 given more than once" in capsys.readouterr().err
+    assert cli(["build", "exp1", "--out", str(tmp_path / "e1"), "--levels", "0", "--n", "60",
+                "--component", "direction", "--restricted-verb", "walk"]) == 2
+    assert "Fix: drop --restricted-verb (--restricted names the direction value" in \
+        capsys.readouterr().err
+    with pytest.raises(BuildError, match="--restricted-verb walk with --component direction"):
+        check_build_args([("--component", "direction"), ("--restricted-verb", "walk")])
     assert not any(tmp_path.glob("bin*")) and not (tmp_path / "e2").exists()
+    assert not (tmp_path / "e1").exists()
 
 
 def test_level_dirs_of_a_build_without_levels(tmp_path):

@@ -31,8 +31,9 @@ def add_parser(sub) -> None:
                            help="target second-slot entropies in bits, comma-separated")
             e.add_argument("--n", type=options.positive_int, default=6000,
                            help="training commands per level")
-            e.add_argument("--restricted-verb", default=RESTRICTED_VERB[name],
-                           help="the verb never executed first in training")
+            e.add_argument("--restricted-verb",
+                           help=f"the verb never executed first in training (default "
+                                f"{RESTRICTED_VERB[name]}; verbs' class only)")
             e.add_argument("--component", default="verb",
                            choices=["verb", "direction", "modifier", "repetition"],
                            help="component class whose second-slot entropy is controlled "
@@ -61,6 +62,7 @@ def run(args) -> None:
     """``build exp1|exp2|scan``: generate data (:mod:`fairseq_entropy.scan.build_requests`,
     :func:`fairseq_entropy.scan.builders.write_scan_language`)."""
     from ..scan.build_requests import check_verbs, level_summary, request_exp1, request_exp2
+    from ..scan.builders import RESTRICTED_VERB
     from ..scan.builders import write_scan_language
     from ..scan.grammar import Grammar
     from ..scan.manifests import write_build
@@ -75,8 +77,14 @@ def run(args) -> None:
     check_fairseq_path(args.out, "--out")
     grammar = Grammar.paper(check_verbs(args.verbs))
     if args.experiment == "exp1":
+        if args.restricted_verb is not None and args.component != "verb":
+            raise UserError(f"--restricted-verb {args.restricted_verb} with --component "
+                            f"{args.component}: the restricted verb applies to the verbs' "
+                            f"class only. Fix: drop --restricted-verb (--restricted names the "
+                            f"{args.component} value never executed first)")
         levels, params = request_exp1(
-            grammar, args.levels, args.n, args.seed, args.valid_fraction, args.restricted_verb,
+            grammar, args.levels, args.n, args.seed, args.valid_fraction,
+            args.restricted_verb or RESTRICTED_VERB["exp1"],
             args.component, args.restricted,
             each=lambda xs: options.progress(xs, "build exp1", "level"))
     else:

@@ -88,10 +88,29 @@ def check_build_args(pairs: Sequence[Tuple[str, str]]) -> None:
                f"use one of {', '.join(COMPONENT_VALUES[component])}")
         raise BuildError(f"--restricted {opts['--restricted']} is not a value of --component "
                          f"{component}. Fix: {fix}")
+    if "--restricted-verb" in opts and component != "verb":
+        raise BuildError(f"--restricted-verb {opts['--restricted-verb']} with --component "
+                         f"{component}: the restricted verb applies to the verbs' class only. "
+                         f"Fix: drop --restricted-verb (--restricted names the {component} "
+                         "value never executed first)")
     restricted_verb = opts.get("--restricted-verb", RESTRICTED_VERB["exp1"])
     if restricted_verb not in verbs:
         raise BuildError(f"--restricted-verb {restricted_verb}: not in "
                          f"the verbs {','.join(verbs)}. Fix: pick one of them")
+
+
+def check_once(values: Sequence, option: str) -> None:
+    """Refuse a level asked for twice (``--levels 3,3``): it would be built once, under one
+    name, though the request counts two.
+
+    Raises:
+        BuildError: naming the option, the repeated values and the fix.
+    """
+    twice = sorted({v for v in values if list(values).count(v) > 1})
+    if twice:
+        raise BuildError(f"{option} {','.join(f'{v:g}' for v in values)}: "
+                         f"{', '.join(f'{v:g}' for v in twice)} given more than once. Fix: "
+                         "name each level once")
 
 
 def _identity(items: Iterable) -> Iterable:
@@ -125,12 +144,14 @@ def request_exp1(grammar: Grammar, levels: Sequence[float], n: int, seed: int,
         "restricted_value", "valid_fraction"}`` for another class.
 
     Raises:
-        BuildError: ``restricted`` given with ``component="verb"``, or as
+        BuildError: a target given twice, ``restricted`` given with ``component="verb"``, or
+            as
             :func:`~fairseq_entropy.scan.builders.build_exp1` and
             :func:`~fairseq_entropy.scan.components.build_exp1_component`.
         KeyError: ``component`` is not ``verb`` nor a key of :data:`DEFAULT_RESTRICTED_VALUE`
             while ``restricted`` is ``None``.
     """
+    check_once(levels, "--levels")
     if component != "verb":
         restricted = restricted or DEFAULT_RESTRICTED_VALUE[component]
         built = [lv for target in each(levels)
@@ -169,8 +190,9 @@ def request_exp2(grammar: Grammar, supports: Sequence[int], seed: int, valid_fra
         "valid_fraction"}``.
 
     Raises:
-        BuildError: as :func:`~fairseq_entropy.scan.builders.build_exp2`.
+        BuildError: a size given twice, or as :func:`~fairseq_entropy.scan.builders.build_exp2`.
     """
+    check_once(supports, "--support")
     built = [lv for k in each(supports)
              for lv in build_exp2(grammar, [k], restricted_verb, seed, support_order,
                                   valid_fraction)]
