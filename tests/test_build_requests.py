@@ -118,6 +118,34 @@ def test_misuse_of_build_measure_and_binarize_names_the_fix(tmp_path, capsys):
     assert not (tmp_path / "e1").exists()
 
 
+def test_options_that_would_be_ignored_are_refused(tmp_path, capsys):
+    from fairseq_entropy.cli import main as cli
+
+    (tmp_path / "b").mkdir()
+    for argv, message in (
+            (["measure", "x.in", "--json", "--tsv"], "--json and --tsv: one output format"),
+            (["binarize", str(tmp_path / "b"), "--out", str(tmp_path / "bin"), "--seed", "5"],
+             "--seed 5 draws the validation split held out of --train; a build directory has "
+             "its validation split. Fix: drop --seed"),
+            (["binarize", "--train", "t.txt", "--valid", "v.txt", "--out",
+              str(tmp_path / "bin"), "--seed", "5"], "--valid gives it. Fix: drop --seed"),
+            (["train-args", "exp1_cnn", "--data", "d", "--epochs", "5", "--max-update", "10"],
+             "--epochs 5 and --max-update 10: a schedule is one of them. Fix: give one"),
+            (["train-args", "exp1_cnn", "--field", "arch", "--epochs", "5"],
+             "Fix: drop them, or drop --field"),
+            (["run", "exp1_cnn", "d", str(tmp_path / "run"), "--epochs", "5", "--max-update",
+              "10"], "a schedule is one of them")):
+        assert cli(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1, (argv, err)
+    scan = tmp_path / "scan.txt"
+    scan.write_text("kept\n")
+    assert cli(["build", "scan", "--out", str(scan)]) == 2
+    assert f"{scan} exists. Fix: pass --force to replace it" in capsys.readouterr().err
+    assert scan.read_text() == "kept\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b", "scan.txt"]
+
+
 def test_level_dirs_of_a_build_without_levels(tmp_path):
     (tmp_path / "manifest.json").write_text(json.dumps({"levels": []}))
     with pytest.raises(BinarizeError, match="lists no levels"):

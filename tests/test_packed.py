@@ -287,3 +287,12 @@ def test_pack_command_writes_the_description_and_unpack_refuses_a_missing_pack(
     assert main(["unpack", str(tmp_path / "none")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and all("Fix:" in line for line in err)
+    # any file that is not a torch checkpoint: one line with the fix, no traceback
+    for name, data in (("pack.json", b'{"runs": []}\n'), ("empty.pt", b""),
+                       ("junk.pt", b"junk\n")):
+        (tmp_path / name).write_bytes(data)
+        assert main(["unpack", str(tmp_path / name)]) == 2
+        err = capsys.readouterr().err
+        assert err == (f"fairseq-entropy: error: {tmp_path / name}: not a torch checkpoint "
+                       "(torch.load cannot read it). Fix: give the checkpoint_last.pt of a "
+                       "packed_systematicity run\n")

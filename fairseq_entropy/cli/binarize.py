@@ -25,8 +25,9 @@ def add_parser(sub) -> None:
     z.add_argument("--valid-fraction", type=options.fraction, default=None,
                    help="without --valid: fraction of --train held out for validation "
                         "(default 0.05)")
-    z.add_argument("--seed", type=options.seed, default=1,
-                   help="seed of the held-out validation draw")
+    z.add_argument("--seed", type=options.seed, default=None,
+                   help="with --train and no --valid: seed of the held-out validation draw "
+                        "(default 1)")
     z.add_argument("--workers", type=options.processes, default=1,
                    help="fairseq-preprocess worker processes per level")
     z.add_argument("--jobs", type=options.processes, default=None,
@@ -102,6 +103,10 @@ def run(args) -> None:
         raise UserError("pass either a build directory or --train/--valid/--test, not both. "
                         "Fix: drop BUILD_DIR to binarize SCAN files, or drop --train/--valid/"
                         "--test to binarize a build")
+    if args.seed is not None and (args.build_dir or args.valid):
+        raise UserError(f"--seed {args.seed} draws the validation split held out of --train; "
+                        + ("a build directory has its validation split" if args.build_dir
+                           else "--valid gives it") + ". Fix: drop --seed")
     if args.build_dir and args.valid_fraction is not None:
         raise UserError("--valid-fraction applies to --train files; a build directory has "
                         "its validation split. Fix: drop --valid-fraction (or rebuild with "
@@ -129,7 +134,8 @@ def run(args) -> None:
     else:
         g = Grammar.by_name(args.grammar or "scan")
         outs = [binarize_scan_files(args.out, g, args.train, args.valid, args.test,
-                                    args.workers, args.valid_fraction, args.seed,
+                                    args.workers, args.valid_fraction,
+                                    1 if args.seed is None else args.seed,
                                     fmt=args.data_format)]
         print(scan_files_summary(read_json(Path(args.out) / "manifest.json"), args.train),
               end="")
@@ -146,16 +152,13 @@ def run_cogs(args) -> None:
     given = [o for o, v in (("--train", args.train), ("--valid", args.valid),
                             ("--test", args.test), ("--spm-vocab", args.spm_vocab),
                             ("--grammar", args.grammar),
-                            ("--valid-fraction", args.valid_fraction)) if v]
+                            ("--valid-fraction", args.valid_fraction),
+                            ("--seed", args.seed is not None)) if v]
     if given or not args.build_dir:
         raise UserError(f"--format cogs reads the COGS files of one directory"
                         f"{' and takes no ' + ', '.join(given) if given else ''}. Fix: "
                         "fairseq-entropy binarize --format cogs DIR --out OUT, DIR holding "
                         "train.tsv, dev.tsv, test.tsv, gen.tsv")
-    if not (args.build_dir or args.train or args.valid or args.test):
-        raise UserError("nothing to binarize. Fix: pass BUILD_DIR (the --out of "
-                        "'fairseq-entropy build', or one of its levels) or SCAN files with "
-                        "--train/--valid/--test FILE")
     check_fairseq_path(args.out, "--out")
     check_out_apart(args.out, {"BUILD_DIR": args.build_dir})
     m = binarize_cogs(args.build_dir, args.out, args.workers)

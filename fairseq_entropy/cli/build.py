@@ -53,6 +53,7 @@ def add_parser(sub) -> None:
                                 "comma-separated (the restricted verb always comes first)")
     s = bsub.add_parser("scan", help="the whole original SCAN language as IN:/OUT: lines")
     s.add_argument("--out", required=True, help="output file")
+    s.add_argument("--force", action="store_true", help="replace an existing --out file")
     s.add_argument("--actions", choices=["scan", "paper"], default="scan",
                    help="action vocabulary: SCAN's (I_WALK, I_TURN_LEFT, ...) or the paper's "
                         "(WALK, LTURN, ...)")
@@ -70,6 +71,9 @@ def run(args) -> None:
     if args.experiment == "scan":
         if Path(args.out).is_dir():
             raise UserError(f"{args.out} is a directory. Fix: --out names the file to write")
+        if Path(args.out).exists() and not args.force:
+            raise UserError(f"{args.out} exists. Fix: pass --force to replace it, or choose "
+                            "another --out")
         n = write_scan_language(args.out, args.actions)
         print(f"wrote {n} SCAN commands to {args.out}")
         return

@@ -39,6 +39,7 @@ def run(args) -> None:
     """``measure``: verb counts and entropy of each slot, the same for every component class,
     unseen (component, slot) pairs and, with ``--train``, atom and compound divergence
     (:func:`fairseq_entropy.scan.measure.measure`)."""
+    options.check_one_format(args)
     if args.format == "cogs":
         return run_cogs(args)
     from ..scan.measure import check_components, measure, measure_text, measure_tsv, read_data_set

@@ -8,6 +8,7 @@ import os
 import sys
 from typing import List
 
+from ..errors import UserError
 from ..experiments.presets import MAX_EPOCHS, MAX_UPDATE_LIMIT
 
 
@@ -153,3 +154,26 @@ def progress(items, desc: str, unit: str, total=None):
     # mininterval 0: every level is drawn, however fast (a handful of updates per command)
     return tqdm(items, desc=desc, unit=unit, disable=None, leave=False, file=sys.stderr,
                 mininterval=0, total=total)
+
+
+def check_one_schedule(args) -> None:
+    """Refuse ``--epochs`` together with ``--max-update`` (the schedule would take
+    ``--max-update`` and drop ``--epochs``).
+
+    Raises:
+        UserError: naming both and the fix.
+    """
+    if getattr(args, "epochs", None) is not None and getattr(args, "max_update", None):
+        raise UserError(f"--epochs {args.epochs:g} and --max-update {args.max_update}: a "
+                        "schedule is one of them. Fix: give one (--max-update counts updates, "
+                        "--epochs passes over the training set)")
+
+
+def check_one_format(args) -> None:
+    """Refuse ``--json`` together with ``--tsv``.
+
+    Raises:
+        UserError: naming both and the fix.
+    """
+    if getattr(args, "json", False) and getattr(args, "tsv", False):
+        raise UserError("--json and --tsv: one output format at a time. Fix: give one of them")

@@ -82,8 +82,7 @@ def run(args) -> None:
     from ..analysis.fit import (measured_accuracy, predict, predict_json, predict_text,
                                 predict_tsv)
 
-    if args.json and args.tsv:
-        raise UserError("--json and --tsv: one output format at a time. Fix: give one of them")
+    options.check_one_format(args)
     target = _target(args)
     rows = collect_scores(args.results)
     measured = None

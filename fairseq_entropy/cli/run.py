@@ -82,6 +82,7 @@ def run(args) -> int:
     from ..experiments.run import RunFailed, RunStopped, run_level
 
     extra = _split_rest(args)
+    options.check_one_schedule(args)
     try:
         result = run_level(args.preset, args.databin, args.run_dir, seed=args.seed,
                            epochs=args.epochs, max_update=args.max_update, device=args.device,

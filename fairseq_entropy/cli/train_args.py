@@ -58,6 +58,10 @@ def run(args) -> None:
     from ..experiments.run import check_user_dir
     from ..files import check_fairseq_path
 
+    options.check_one_schedule(args)
+    if args.field and (args.epochs is not None or args.max_update):
+        raise UserError(f"--field {args.field} prints a field of the preset; --epochs and "
+                        "--max-update apply to the arguments. Fix: drop them, or drop --field")
     presets = load_presets(args.presets)
     if args.list:
         if args.preset or args.field or args.data:

@@ -15,6 +15,7 @@ those of the run alone (its data, seed, clip norm and save directory).
 import copy
 import json
 import os
+import pickle
 import shutil
 from pathlib import Path
 from typing import Dict, List, Optional
@@ -118,14 +119,26 @@ def unpack(checkpoint: str) -> List[Path]:
     written.  Atomic per file.
 
     Raises:
-        PackError: ``checkpoint`` is not a packed checkpoint.
+        PackError: ``checkpoint`` is missing, a directory, not a torch checkpoint (any other
+            file) or not a packed one.
         OSError: reading or writing failed.
     """
     from ..checkpoint import allow_fairseq_checkpoint_globals
 
     allow_fairseq_checkpoint_globals()
-    state = torch.load(checkpoint, map_location="cpu", weights_only=True)
-    packed = (state.get("task_state") or {}).get("packed")
+    if Path(checkpoint).is_dir():
+        raise PackError(f"{checkpoint} is a directory, not a file. Fix: give its "
+                        "checkpoint_last.pt (fairseq-entropy unpack PACK/checkpoints takes the "
+                        "directory's)")
+    try:
+        state = torch.load(checkpoint, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise PackError(f"{checkpoint}: file not found. Fix: check the path") from None
+    except (pickle.UnpicklingError, EOFError, RuntimeError, KeyError, ValueError):
+        raise PackError(f"{checkpoint}: not a torch checkpoint (torch.load cannot read it). "
+                        "Fix: give the checkpoint_last.pt of a packed_systematicity run") \
+            from None
+    packed = (state.get("task_state") or {}).get("packed") if isinstance(state, dict) else None
     if not packed:
         raise PackError(f"{checkpoint}: not a packed checkpoint (no packed task state). Fix: "
                         "give the checkpoint_last.pt of a packed_systematicity run")
