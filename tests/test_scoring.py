@@ -292,6 +292,10 @@ def test_score_needs_a_known_preset_and_seed(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "the decoded data is unknown (no --data; no checkpoint at " in err
     assert "Fix: pass --data LEVEL_DIR" in err
+    # --data given but not a directory: said as such, not "no --data"
+    assert score(gen, tmp_path / "s", tmp_path / "nope") == 2
+    assert f"--data {tmp_path / 'nope'}: no directory. Fix: pass the binarized level " \
+        "directory that was decoded" in capsys.readouterr().err
     assert score(gen, tmp_path / "s", level, preset=None) == 2
     err = capsys.readouterr().err
     assert "the preset is unknown (no --preset; no checkpoint at " in err

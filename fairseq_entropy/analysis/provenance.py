@@ -378,6 +378,10 @@ def resolve_provenance(generate_output: str | os.PathLike, checkpoint_label: str
     training, source = ((info["training"], f"checkpoint {ckpt}") if info else
                         (read_generate_log(log), f"the checkpoint record in {log}"))
 
+    if data and not Path(data).is_dir():
+        raise UserError(f"--data {data}: " + ("a file, not" if Path(data).exists() else "no")
+                        + " directory. Fix: pass the binarized level directory that was "
+                          "decoded (it holds manifest.json and the dictionaries)")
     data = data or (info or {}).get("data")
     if not data or not Path(data).is_dir():
         raise UserError(f"the decoded data is unknown (no --data; {where}"

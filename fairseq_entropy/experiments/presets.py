@@ -160,7 +160,7 @@ def expand_presets(raw: Dict[str, dict], source="presets file", text: str = "",
             else:
                 raise PresetError(f"{where(name)}: extends unknown preset {parent!r}. Fix: "
                                   "name a preset of the same file or a packaged one "
-                                  "(fairseq-entropy train-args --help)")
+                                  "(fairseq-entropy train-args --list)")
         for key, value in entry.items():
             if key == "extends" or key.endswith("+"):
                 continue
