@@ -296,3 +296,18 @@ def test_pack_command_writes_the_description_and_unpack_refuses_a_missing_pack(
         assert err == (f"fairseq-entropy: error: {tmp_path / name}: not a torch checkpoint "
                        "(torch.load cannot read it). Fix: give the checkpoint_last.pt of a "
                        "packed_systematicity run\n")
+    (tmp_path / "afile").write_text("x\n")
+    for argv, message in (
+            (["--run", str(levels[0]), "-1", "r0"], "the seed '-1' is not an integer >= 0"),
+            (["--run", str(levels[0]), "1", ""], "RUN_DIR is empty"),
+            (["--run", str(levels[0]), "1", str(tmp_path / "afile")], "RUN_DIR is a file"),
+            (["--run", str(levels[0]), "4", "r0", "--run", str(levels[0]), "4", "r1"],
+             f"two runs train {levels[0]} with seed 4: the same run twice")):
+        assert main(["pack", str(tmp_path / "q"), *argv]) == 2
+        err = capsys.readouterr().err
+        assert message in err and "Fix:" in err, err
+    assert main(["pack", str(tmp_path / "a:b"), "--run", str(levels[0]), "1", "r"]) == 2
+    assert "PACK_DIR" in capsys.readouterr().err
+    assert main(["pack", str(tmp_path / "afile"), "--run", str(levels[0]), "1", "r"]) == 2
+    assert "is a file" in capsys.readouterr().err
+    assert not (tmp_path / "q").exists() and not (tmp_path / "a:b").exists()

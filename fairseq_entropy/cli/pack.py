@@ -21,18 +21,32 @@ def add_parser(sub) -> None:
 
 def run(args) -> None:
     """``pack``: check the runs and write the description; print its path."""
+    from ..files import check_fairseq_path
     from ..tasks.packed_runs import PackError, read_pack, write_pack
 
+    check_fairseq_path(args.pack_dir, "PACK_DIR")  # fairseq-train's data argument
+    if Path(args.pack_dir).exists() and not Path(args.pack_dir).is_dir():
+        raise PackError(f"PACK_DIR {args.pack_dir} is a file. Fix: give a directory (created "
+                        "if missing)")
     runs = []
     for data, seed, run_dir in args.run:
-        if not seed.lstrip("-").isdigit():
-            raise PackError(f"--run {data} {seed} {run_dir}: the seed {seed!r} is not an int. "
-                            "Fix: give an integer seed")
+        if not seed.isdigit():
+            raise PackError(f"--run {data} {seed} {run_dir}: the seed {seed!r} is not an "
+                            "integer >= 0. Fix: give one, as fairseq-train --seed takes")
+        if not run_dir.strip() or Path(run_dir).is_file():
+            raise PackError(f"--run {data} {seed} {run_dir!r}: RUN_DIR is "
+                            + ("empty" if not run_dir.strip() else "a file")
+                            + ". Fix: give the run's directory (created if missing)")
         if not (Path(data) / "dict.in.txt").is_file():
             raise PackError(f"--run {data}: no dict.in.txt there, not a data-bin directory. "
                             "Fix: give the binarized level (fairseq-entropy binarize --out)")
         runs.append({"data": str(Path(data).resolve()), "seed": int(seed),
                      "run_dir": str(Path(run_dir).resolve())})
+    same = [(r["data"], r["seed"]) for r in runs]
+    repeated = sorted({x for x in same if same.count(x) > 1})
+    if repeated:
+        raise PackError(f"--run: two runs train {repeated[0][0]} with seed {repeated[0][1]}: "
+                        "the same run twice. Fix: give them different seeds or data")
     dirs = [r["run_dir"] for r in runs]
     twice = sorted({d for d in dirs if dirs.count(d) > 1})
     if twice:  # checked before anything is written
