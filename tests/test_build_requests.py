@@ -150,3 +150,25 @@ def test_level_dirs_of_a_build_without_levels(tmp_path):
     (tmp_path / "manifest.json").write_text(json.dumps({"levels": []}))
     with pytest.raises(BinarizeError, match="lists no levels"):
         level_dirs(tmp_path)
+
+
+def test_a_build_whose_level_fails_to_binarize_leaves_no_partial_data_bin(tmp_path, capsys):
+    """The 0-bit level's training file gets a word outside the grammar: binarize fails on it,
+    and the 3-bit level it binarized meanwhile is removed with the new --out."""
+    from fairseq_entropy.cli import main as cli
+
+    build = tmp_path / "b"
+    assert cli(["build", "exp1", "--out", str(build), "--levels", "0,3", "--n", "60"]) == 0
+    train = build / "entropy_0.0" / "train.in"
+    lines = train.read_text().splitlines()
+    train.write_text("\n".join([*lines[:5], "fly twice", *lines[6:]]) + "\n")
+    capsys.readouterr()
+    assert cli(["binarize", str(build), "--out", str(tmp_path / "bin"), "--jobs", "2"]) == 2
+    assert f"{train}:6" in capsys.readouterr().err
+    assert not (tmp_path / "bin").exists()
+    # an --out that held a level before: that level stays, the new one goes
+    assert cli(["build", "exp1", "--out", str(tmp_path / "ok"), "--levels", "1.5", "--n",
+                "60"]) == 0
+    assert cli(["binarize", str(tmp_path / "ok"), "--out", str(tmp_path / "bin")]) == 0
+    assert cli(["binarize", str(build), "--out", str(tmp_path / "bin"), "--jobs", "2"]) == 2
+    assert sorted(p.name for p in (tmp_path / "bin").iterdir()) == ["entropy_1.5"]

@@ -239,14 +239,32 @@ def binarize_build_in_parallel(build_dir: str | os.PathLike, out: str | os.PathL
 
     Raises:
         BinarizeError, DataFormatError: as :func:`level_dirs` and :func:`binarize_level`;
-            the first failing level's error (the others still run to the end).
+            the first failing level's error (the others still run to the end, then the
+            levels this call wrote are removed, and ``out`` if this call created it: a
+            data-bin holds all of a build's levels or none of this call's).
     """
-    from concurrent.futures import ThreadPoolExecutor, as_completed
-
     dirs = level_dirs(build_dir)
     if dirs == [Path(build_dir)]:
         return binarize_build(build_dir, out, grammar, workers, spm_model, spm_side, fmt)
     jobs = min(jobs or os.cpu_count() or 1, len(dirs))
+    new = [Path(out) / d.name for d in dirs if not (Path(out) / d.name).exists()]
+    created = not Path(out).exists()
+    try:
+        return _binarize_levels(dirs, out, grammar, workers, jobs, spm_model, spm_side, fmt,
+                                each)
+    except Exception:  # a level failed (the others ran to the end): no partial data-bin
+        for level in new:
+            shutil.rmtree(level, ignore_errors=True)
+        if created:
+            shutil.rmtree(out, ignore_errors=True)
+        raise
+
+
+def _binarize_levels(dirs, out, grammar, workers, jobs, spm_model, spm_side, fmt, each):
+    """The levels ``dirs`` into ``out/<level>``, ``jobs`` at once
+    (:func:`binarize_build_in_parallel`)."""
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+
     # the threads end last: on Ctrl-C (or SIGTERM raised as KeyboardInterrupt) the levels not
     # started are cancelled and the worker processes killed first, so the running levels fail
     # at once and remove their temporary directories
