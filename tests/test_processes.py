@@ -123,8 +123,9 @@ FAKE_TRAIN = textwrap.dedent("""\
 RUN_DRIVER = textwrap.dedent("""\
     import os, sys
     from fairseq_entropy.cli import main
-    from fairseq_entropy.experiments import run
-    run._tool = lambda name: os.environ["FAKE_TRAIN"]  # fairseq-train and -generate
+    from fairseq_entropy.experiments import fairseq_train, run
+    fake = lambda name: os.environ["FAKE_TRAIN"]  # noqa: E731 - fairseq-train and -generate
+    fairseq_train.tool_path = run.tool_path = fake
     sys.exit(main(sys.argv[1:]))
     """)
 
