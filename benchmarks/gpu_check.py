@@ -4,10 +4,10 @@ Experiment 1 curve of one seed trained as one pack through the product's own swe
 ``correctness``: one level (``fairseq-entropy build`` + ``binarize``), K runs of a preset
 (seeds 1..K, dropout 0) trained alone and as one pack (``--task packed_systematicity``) for
 ``--updates`` updates with the fairseq-train command of ``fairseq-entropy run``
-(:func:`fairseq_entropy.experiments.fairseq_train.train_command`); prints, per run, the difference of
-all its parameters from the run alone, ``||packed - alone|| / ||alone||`` (L2 over every
-parameter), and exits 1 when it exceeds ``--tol``.  ``k_proj.bias``, whose gradient is zero in
-exact arithmetic, is rounding noise amplified by Adam and is left out, as in
+(:func:`fairseq_entropy.experiments.fairseq_train.train_command`); prints, per run, the
+difference of all its parameters from the run alone, ``||packed - alone|| / ||alone||`` (L2
+over every parameter), and exits 1 when it exceeds ``--tol``.  ``k_proj.bias``, whose gradient
+is zero in exact arithmetic, is rounding noise amplified by Adam and is left out, as in
 ``tests/test_packed.py``; an element whose gradient is near zero can also take Adam steps of
 either sign (~lr each), which is why the largest difference of one tensor, printed beside, is
 not the criterion.  A run of another seed differs by far more; that is printed too.

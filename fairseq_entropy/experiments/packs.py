@@ -18,9 +18,9 @@ are all still to train is taken again whole, so a pack cut off resumes from its 
 
 :func:`run_pack` (one executor task or worker slot per pack) holds every run's
 :class:`~.locks.RunLock` while ``fairseq-train --task packed_systematicity`` trains them
-(:func:`~.run.train_command`), echoes its progress lines naming the runs, marks each run's
-``checkpoints/trained`` once its ordinary checkpoints are unpacked, releases the locks, and
-then decodes and scores each cell as an ordinary cell does (:func:`~.sweep.run_cell`: the
+(:func:`~.fairseq_train.train_command`), echoes its progress lines naming the runs, marks each
+run's ``checkpoints/trained`` once its ordinary checkpoints are unpacked, releases the locks,
+and then decodes and scores each cell as an ordinary cell does (:func:`~.sweep.run_cell`: the
 recipe sees the finished training and only decodes), so run directories, ``score.json`` and
 ``sweep-status.tsv`` rows are those of an unpacked sweep.
 """
