@@ -332,21 +332,22 @@ def aggregate(roots: Sequence[str | os.PathLike], out_dir: str | os.PathLike,
     summary = summarize(curve_rows) if curve_rows else None  # refuses duplicates first
     atomic_write_text(out / "results.tsv", _tsv(rows, RESULT_COLUMNS + GRADED_COLUMNS))
     cases = write_cases_tsv(rows, out)
+    written = {out / "results.tsv", cases, cases and cases.with_suffix(".md")}
+    experiments = sorted({r["experiment"] for r in rows})
     if not curve_rows:
-        _remove_stale(earlier, {out / "results.tsv", cases, cases and cases.with_suffix(".md")})
+        _remove_stale(earlier, written)
         return {"cases": cases, "results": out / "results.tsv", "summary": None,
-                "experiments": sorted({r["experiment"] for r in rows}), "curves": None,
+                "experiments": experiments, "curves": None,
                 "figures": [], "plot": None, "report": None, "agreement": [], "table": "",
                 "spearman": {}}
     # curves are named by preset; the paper's model of a preset comes from its runs' model
     paper_of_preset = {r["preset"]: paper_model_name(r["model"]) for r in curve_rows}
     report = write_report(curve_rows, out,
                           paper_model=lambda name: paper_of_preset.get(name, name))
-    _remove_stale(earlier, {out / "results.tsv", cases, cases and cases.with_suffix(".md"),
-                            report["summary"], report["curves"], report["report"],
+    _remove_stale(earlier, {*written, report["summary"], report["curves"], report["report"],
                             report["overview"], *report["figures"]})
     return {"cases": cases, "results": out / "results.tsv", "summary": report["summary"],
-            "experiments": sorted({r["experiment"] for r in rows}),
+            "experiments": experiments,
             "curves": report["curves"], "figures": report["figures"],
             "plot": report["overview"],
             "report": report["report"], "agreement": report["agreement"],

@@ -62,9 +62,9 @@ def add_parser(sub) -> None:
 def run(args) -> None:
     """``build exp1|exp2|scan``: generate data (:mod:`fairseq_entropy.scan.build_requests`,
     :func:`fairseq_entropy.scan.builders.write_scan_language`)."""
-    from ..scan.build_requests import check_verbs, level_summary, request_exp1, request_exp2
-    from ..scan.builders import RESTRICTED_VERB
-    from ..scan.builders import write_scan_language
+    from ..scan.build_requests import (check_restricted_class, check_verbs, level_summary,
+                                       request_exp1, request_exp2)
+    from ..scan.builders import RESTRICTED_VERB, write_scan_language
     from ..scan.grammar import Grammar
     from ..scan.manifests import write_build
 
@@ -81,11 +81,7 @@ def run(args) -> None:
     check_fairseq_path(args.out, "--out")
     grammar = Grammar.paper(check_verbs(args.verbs))
     if args.experiment == "exp1":
-        if args.restricted_verb is not None and args.component != "verb":
-            raise UserError(f"--restricted-verb {args.restricted_verb} with --component "
-                            f"{args.component}: the restricted verb applies to the verbs' "
-                            f"class only. Fix: drop --restricted-verb (--restricted names the "
-                            f"{args.component} value never executed first)")
+        check_restricted_class(args.component, args.restricted_verb)
         levels, params = request_exp1(
             grammar, args.levels, args.n, args.seed, args.valid_fraction,
             args.restricted_verb or RESTRICTED_VERB["exp1"],

@@ -33,7 +33,7 @@ def train_command(data: str | os.PathLike, out_dir: Path, args: Sequence[str], p
             as ``--train-args-sha256`` (of the arguments up to a trailing ``--task`` pair).
         plugin: the ``--user-dir``.
         device: ``cpu`` (adds ``--cpu``) or ``gpu``.
-        valid_batch, select: as :func:`run_level`.
+        valid_batch, select: as :func:`~.run.run_level`.
         subword: the level's actions are sentencepiece pieces (longer decodes).
         extra_args: the fairseq-train arguments the caller appends after ``--seed``; their
             hash is recorded as ``--train-extra-args-sha256`` (the hash of none without).

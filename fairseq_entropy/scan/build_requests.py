@@ -88,15 +88,25 @@ def check_build_args(pairs: Sequence[Tuple[str, str]]) -> None:
                f"use one of {', '.join(COMPONENT_VALUES[component])}")
         raise BuildError(f"--restricted {opts['--restricted']} is not a value of --component "
                          f"{component}. Fix: {fix}")
-    if "--restricted-verb" in opts and component != "verb":
-        raise BuildError(f"--restricted-verb {opts['--restricted-verb']} with --component "
-                         f"{component}: the restricted verb applies to the verbs' class only. "
-                         f"Fix: drop --restricted-verb (--restricted names the {component} "
-                         "value never executed first)")
+    check_restricted_class(component, opts.get("--restricted-verb"))
     restricted_verb = opts.get("--restricted-verb", RESTRICTED_VERB["exp1"])
     if restricted_verb not in verbs:
         raise BuildError(f"--restricted-verb {restricted_verb}: not in "
                          f"the verbs {','.join(verbs)}. Fix: pick one of them")
+
+
+def check_restricted_class(component: str, restricted_verb: Optional[str]) -> None:
+    """Refuse ``--restricted-verb`` with a ``--component`` other than ``verb``, where the
+    restricted value is ``--restricted``'s and the verb would be ignored.
+
+    Raises:
+        BuildError: naming both options and the fix.
+    """
+    if restricted_verb is not None and component != "verb":
+        raise BuildError(f"--restricted-verb {restricted_verb} with --component {component}: "
+                         "the restricted verb applies to the verbs' class only. Fix: drop "
+                         f"--restricted-verb (--restricted names the {component} value never "
+                         "executed first)")
 
 
 def check_once(values: Sequence, option: str) -> None:
