@@ -2,6 +2,7 @@
 (sleep, bash, xargs) under ``fairseq-entropy lock``, ``run``, ``sweep`` and ``quickstart.sh``,
 stopped by SIGTERM."""
 
+import contextlib
 import os
 import shutil
 import signal
@@ -30,6 +31,14 @@ def alive(pid):
     except OSError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+def left_its_group(pid):
+    """Whether ``pid`` leads its own session (it has run setsid(2)); gone counts as not."""
+    try:
+        return os.getsid(pid) == pid
+    except ProcessLookupError:
+        return False
 
 
 def wait_for(predicate, timeout=120.0, what="condition"):
@@ -309,6 +318,8 @@ def test_term_to_lock_says_so_when_a_process_that_left_the_group_holds_the_lock(
     proc = subprocess.Popen(lock_cmd(run, "bash", "-c", command, "x", str(pids)),
                             stderr=subprocess.PIPE, text=True, env=env())
     (escaped,) = wait_for(lambda: pids_file(pids), what="setsid sleep")
+    # $! is written at fork, before setsid(2) runs: a stop sent earlier reaches it in the group
+    wait_for(lambda: left_its_group(escaped), what="sleep to leave the command's group")
     try:
         proc.send_signal(signal.SIGTERM)
         err = proc.communicate(timeout=30)[1]
@@ -317,7 +328,8 @@ def test_term_to_lock_says_so_when_a_process_that_left_the_group_holds_the_lock(
         assert alive(escaped)
         assert locks.run_locked(run, ["true"]) == locks.LOCKED_EXIT
     finally:
-        os.kill(escaped, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(escaped, signal.SIGKILL)
 
 
 # a stop signal whose handler runs while the main thread is inside ProcessGroups.start (in
