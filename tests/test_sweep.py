@@ -258,6 +258,23 @@ def test_per_gpu_on_a_cpu_sweep_is_refused_not_ignored(tmp_path, capsys):
     assert not (tmp_path / "r").exists()
 
 
+def test_more_gpus_than_torch_sees_are_refused_unless_planning(tmp_path, capsys):
+    """--gpus beyond torch's count would give slots CUDA_VISIBLE_DEVICES that do not exist."""
+    grid, seen = GRIDS / "demo_cnn.toml", devices.gpu_count()
+    root = tmp_path / "r"
+    for device in (["--device", "gpu"], []):
+        assert cli(["sweep", str(grid), "--root", str(root), "--gpus", str(seen + 2),
+                    *device]) == 2
+        err = capsys.readouterr().err
+        assert f"--gpus {seen + 2}: torch sees {seen} GPU(s)" in err
+        assert f"Fix: --gpus {seen} or fewer" in err
+        assert not root.exists()
+    assert cli(["sweep", str(grid), "--dry-run", "--root", str(root), "--gpus", str(seen + 2),
+                "--per-gpu", "2"]) == 0
+    assert f"{2 * (seen + 2)} worker slot(s)" in capsys.readouterr().out
+    assert not root.exists()
+
+
 def test_local_executor_packs_k_runs_per_gpu(capsys):
     """8 cells on 2 simulated GPUs x 2 runs: 4 run at once, never 3 on one GPU."""
     slots = devices.device_slots(None, "gpu", gpus=2, per_gpu=2)

@@ -33,7 +33,9 @@ def add_parser(sub) -> None:
     w.add_argument("--device", choices=["auto", "cpu", "gpu"], default="auto",
                    help="where the cells train: auto is gpu when torch sees one")
     w.add_argument("--gpus", type=options.count,
-                   help="number of GPUs (default: torch.cuda.device_count())")
+                   help="number of GPUs to use, at most those torch sees (default: all, "
+                        "torch.cuda.device_count()); more only with --dry-run, to plan for "
+                        "another machine")
     w.add_argument("--per-gpu", type=options.positive_int,
                    help="worker slots (runs, or packs with --pack) on each GPU (default 8; "
                         "refused when the cells train on the CPU: --jobs sets those)")
@@ -61,7 +63,7 @@ def add_parser(sub) -> None:
 def run(args) -> None:
     """``sweep``: expand a grid into cells and run them (see experiments/sweep.py)."""
     from ..experiments import executors, sweep
-    from ..experiments.devices import DEFAULT_PER_GPU, detect_device, device_slots
+    from ..experiments.devices import DEFAULT_PER_GPU, detect_device, device_slots, gpu_count
     from ..experiments.grids import load_grid
 
     grid = load_grid(args.grid, args.presets, args.user_dir)
@@ -81,6 +83,14 @@ def run(args) -> None:
                         "with the local executor only. Fix: add --executor local, or leave "
                         "--decode-sample out")
     device, gpus = detect_device(args.device, args.gpus)
+    if args.executor == "local" and device == "gpu" and args.gpus and not args.dry_run:
+        seen = gpu_count()
+        if args.gpus > seen:
+            raise UserError(f"--gpus {args.gpus}: torch sees {seen} GPU(s) on this machine, "
+                            "and the local executor would hand the missing ones' slots to "
+                            f"CUDA_VISIBLE_DEVICES that do not exist. Fix: --gpus {seen} or "
+                            "fewer, leave --gpus out (every GPU torch sees), or add --dry-run "
+                            "to plan for another machine")
     if args.per_gpu is not None and device == "cpu" and args.executor == "local":
         why = "--device cpu" if args.device == "cpu" else "torch sees no GPU"
         raise UserError(f"--per-gpu {args.per_gpu}: the cells train on the CPU ({why}), "
