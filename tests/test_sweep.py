@@ -258,6 +258,24 @@ def test_per_gpu_on_a_cpu_sweep_is_refused_not_ignored(tmp_path, capsys):
     assert not (tmp_path / "r").exists()
 
 
+def test_a_grid_level_the_builder_refuses_is_refused_before_any_cell(tmp_path, capsys):
+    """N = 5 rounds 5 x 0.05 validation commands to 0; N = 60000 exceeds the 7 x 8 x 2 x
+    21 x 21 = 49392 commands with jump not first (7 first verbs, 8 second verbs, 2
+    conjunctions, 21 clauses per verb): both are refused with --dry-run and without, and
+    nothing is written."""
+    text = (GRIDS / "demo_cnn.toml").read_text()
+    for n, reason in (("5", "the valid split would be empty (train 5, valid 0"),
+                      ("60000", "N=60000 needs more commands than the 49392 that exist")):
+        grid = tmp_path / f"n{n}.toml"
+        grid.write_text(text.replace("n = [6000]", f"n = [{n}]"))
+        for dry in (["--dry-run"], []):
+            assert cli(["sweep", str(grid), "--root", str(tmp_path / "r"), *dry]) == 2
+            err = capsys.readouterr().err
+            assert f"{grid}: level 0 at N = {n} cannot be built" in err and reason in err
+            assert "in the grid file: its n, levels or build_args" in err
+            assert not (tmp_path / "r").exists()
+
+
 def test_more_gpus_than_torch_sees_are_refused_unless_planning(tmp_path, capsys):
     """--gpus beyond torch's count would give slots CUDA_VISIBLE_DEVICES that do not exist."""
     grid, seen = GRIDS / "demo_cnn.toml", devices.gpu_count()

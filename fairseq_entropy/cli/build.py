@@ -59,13 +59,44 @@ def add_parser(sub) -> None:
                         "(WALK, LTURN, ...)")
 
 
-def run(args) -> None:
-    """``build exp1|exp2|scan``: generate data (:mod:`fairseq_entropy.scan.build_requests`,
-    :func:`fairseq_entropy.scan.builders.write_scan_language`)."""
-    from ..scan.build_requests import (check_restricted_class, check_verbs, level_summary,
-                                       request_exp1, request_exp2)
-    from ..scan.builders import RESTRICTED_VERB, write_scan_language
+def requested_levels(args):
+    """The levels ``build exp1|exp2`` would write for ``args``, built in memory.
+
+    Returns:
+        ``(grammar, levels, params)``: the grammar of ``--verbs``, one
+        :class:`~fairseq_entropy.scan.levels.Level` per requested level, and the build
+        manifest's params (:func:`~fairseq_entropy.scan.build_requests.request_exp1`,
+        :func:`~fairseq_entropy.scan.build_requests.request_exp2`).
+
+    Raises:
+        BuildError: an option the builders refuse (unknown verb, unreachable level, ``--n``
+            larger than the commands at a level, an empty split, ...).
+    """
+    from ..scan.build_requests import (check_restricted_class, check_verbs, request_exp1,
+                                       request_exp2)
+    from ..scan.builders import RESTRICTED_VERB
     from ..scan.grammar import Grammar
+
+    grammar = Grammar.paper(check_verbs(args.verbs))
+    if args.experiment == "exp1":
+        check_restricted_class(args.component, args.restricted_verb)
+        levels, params = request_exp1(
+            grammar, args.levels, args.n, args.seed, args.valid_fraction,
+            args.restricted_verb or RESTRICTED_VERB["exp1"],
+            args.component, args.restricted,
+            each=lambda xs: options.progress(xs, "build exp1", "level"))
+    else:
+        levels, params = request_exp2(
+            grammar, args.support, args.seed, args.valid_fraction, args.restricted_verb,
+            args.support_order, each=lambda xs: options.progress(xs, "build exp2", "level"))
+    return grammar, levels, params
+
+
+def run(args) -> None:
+    """``build exp1|exp2|scan``: generate data (:func:`requested_levels`,
+    :func:`fairseq_entropy.scan.builders.write_scan_language`)."""
+    from ..scan.build_requests import level_summary
+    from ..scan.builders import write_scan_language
     from ..scan.manifests import write_build
 
     if args.experiment == "scan":
@@ -79,18 +110,7 @@ def run(args) -> None:
         return
     # the build is binarized next: fairseq-preprocess and fairseq-train would split its path
     check_fairseq_path(args.out, "--out")
-    grammar = Grammar.paper(check_verbs(args.verbs))
-    if args.experiment == "exp1":
-        check_restricted_class(args.component, args.restricted_verb)
-        levels, params = request_exp1(
-            grammar, args.levels, args.n, args.seed, args.valid_fraction,
-            args.restricted_verb or RESTRICTED_VERB["exp1"],
-            args.component, args.restricted,
-            each=lambda xs: options.progress(xs, "build exp1", "level"))
-    else:
-        levels, params = request_exp2(
-            grammar, args.support, args.seed, args.valid_fraction, args.restricted_verb,
-            args.support_order, each=lambda xs: options.progress(xs, "build exp2", "level"))
+    grammar, levels, params = requested_levels(args)
     write_build(args.out, grammar, levels, params, force=args.force)
     asked = round(args.valid_fraction * args.n) if args.experiment == "exp1" else None
     for lv in levels:

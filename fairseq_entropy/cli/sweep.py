@@ -115,6 +115,7 @@ def run(args) -> None:
     print(f"# grid {grid.path}: {len(cells)} cells ({shape}), schedule "
           f"{grid.schedule.label}, root {root}, executor {args.executor}, "
           f"{len(slots)} worker slot(s){packing}")
+    check_buildable(grid.path, cells, root)
     if args.dry_run:
         seen = set()
         for i, cell in enumerate(cells):
@@ -180,3 +181,36 @@ def run(args) -> None:
         raise UserError(f"{bad['cancelled']} cell(s) cancelled by Slurm (scancel, time limit or "
                         f"preemption); see {status}. Fix: re-run the same command to resume "
                         "them (finished cells are skipped)")
+
+
+def check_buildable(grid_path, cells, root: Path) -> None:
+    """Refuse a grid level that ``fairseq-entropy build`` would refuse (an entropy target out
+    of reach at the grid's N, more commands than a level has, an empty split), before any
+    cell trains and with ``--dry-run`` too.
+
+    Each distinct (experiment, N, level, build arguments) whose data are not built under
+    ``root`` yet is built once in memory, with the options of its sweep build command
+    (:func:`fairseq_entropy.experiments.sweep.data_commands`) and the first of its seeds;
+    nothing is written.
+
+    Raises:
+        UserError: naming the grid file, the cell and the builder's reason.
+    """
+    from ..experiments import sweep
+    from . import build, build_parser
+
+    parser, seen = build_parser(), set()
+    for cell in cells:
+        key = (cell.experiment, cell.n, cell.level, cell.build_args)
+        if key in seen or (cell.databin(root) / "manifest.json").exists() or \
+                (cell.build_dir(root) / cell.level_name / "manifest.json").exists():
+            continue
+        seen.add(key)
+        command = sweep.data_commands(cell, root)[0]
+        try:
+            build.requested_levels(parser.parse_args(command[1:]))
+        except UserError as e:
+            size = f" at N = {cell.n}" if cell.n is not None else ""
+            raise UserError(f"{grid_path}: level {cell.level:g}{size} cannot be built "
+                            f"(cell {cell.name}): {e} (in the grid file: its n, levels or "
+                            "build_args)") from None
