@@ -28,7 +28,7 @@ from . import slurm
 from .grids import Cell
 from .locks import lock_holder
 from .packs import Pack, Unit, cells_of, progress_line, run_pack
-from .processes import CHILDREN, on_stop_signals, stop_on_signals
+from .processes import CHILDREN, GRACE_S, on_stop_signals, stop_on_signals
 from .sweep import (PROGRESS_INTERVAL_S, CellResult, Progress, last_line, run_cell, scored,
                     write_status)
 
@@ -172,13 +172,9 @@ def _submitit_cell(cell: Unit, root: str, recipe: Optional[str]
             sys.modules["torch"].set_num_threads(threads)
         print(f"{cell.name}: {threads} thread(s) per process (SLURM_CPUS_PER_TASK)",
               flush=True)
-    cancelled = []
-
-    def stop(sig, _frame):
-        cancelled.append(sig)
-        CHILDREN.terminate()
-
-    with on_stop_signals(stop):
+    cancelled: List[int] = []
+    # SIGTERM to the cell's process groups, SIGKILL to what is left after GRACE_S seconds
+    with stop_on_signals(CHILDREN, then=cancelled.append):
         results = run_unit(cell, root, env or None, recipe)
     if cancelled:
         results = [r if r.status == "done" else
@@ -407,12 +403,14 @@ def _cancel_array_on_signal(jobs, array: str, kind: str, cells: Sequence[Cell],
                     job.cancel(check=False)
                 except Exception:  # a task that has ended already
                     ok = ok and job.done()
-            # submitit's local processes print their interruption first
+            # submitit's local processes print their interruption first; each stops its
+            # cell's processes (SIGKILL after GRACE_S), so it is killed only after that
+            deadline = time.monotonic() + GRACE_S + 15
             for job in jobs:
                 proc = getattr(job, "_process", None)
                 if proc is not None:
                     try:
-                        proc.wait(timeout=10)
+                        proc.wait(timeout=max(0.0, deadline - time.monotonic()))
                     except subprocess.TimeoutExpired:
                         proc.kill()
         done = sum(all(results[i] is not None for i in task) for task in todo)
