@@ -108,6 +108,11 @@ def test_misuse_of_build_measure_and_binarize_names_the_fix(tmp_path, capsys):
         capsys.readouterr().err
     assert cli(["build", "exp2", "--out", str(tmp_path / "e2"), "--support", "2,2"]) == 2
     assert "--support 2,2: 2 given more than once" in capsys.readouterr().err
+    # 1.5004 would be named entropy_1.5, the directory of 1.5 as well
+    assert cli(["build", "exp1", "--out", str(tmp_path / "e1"), "--levels", "1.5,1.5004",
+                "--n", "60"]) == 2
+    assert ("--levels 1.5,1.5004: 1.5004 has more than 3 decimals, but a level is named by "
+            "its target with 3 (entropy_1.5)") in capsys.readouterr().err
     assert cli(["build", "exp1", "--out", str(tmp_path / "e1"), "--levels", "0", "--n", "60",
                 "--component", "direction", "--restricted-verb", "walk"]) == 2
     assert "Fix: drop --restricted-verb (--restricted names the direction value" in \

@@ -48,13 +48,14 @@ def test_direction_test_set_is_every_command_with_left_executed_first():
 
 
 def test_levels_above_the_class_maximum_are_refused():
-    # log2 3 = 1.584963: the fix names the largest 4-decimal level, which can be built
-    fix = r"direction class, log2\(3\) = 1\.58496 .*\[0, 1\.5849\]"
+    # log2 3 = 1.584963: the fix names the largest 3-decimal level (a level's name has 3
+    # decimals), which can be built
+    fix = r"direction class, log2\(3\) = 1\.58496 .*\[0, 1\.584\]"
     with pytest.raises(BuildError, match=fix):
         build_exp1_component(G, "direction", "left", [1.585], n=500)
-    (top,) = build_exp1_component(G, "direction", "left", [1.5849], n=500)
+    (top,) = build_exp1_component(G, "direction", "left", [1.584], n=500)
     second = [c.second.direction or "none" for c in top.splits["train"]]
-    assert abs(entropy_of(second) - 1.5849) <= 0.01
+    assert abs(entropy_of(second) - 1.584) <= 0.01
     with pytest.raises(BuildError, match="not a repetition value"):
         build_exp1_component(G, "repetition", "left", [0.5], n=500)
     with pytest.raises(BuildError, match="direction, modifier or repetition"):

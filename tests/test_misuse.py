@@ -463,6 +463,7 @@ GOOD_GRID = dict(exp="exp1", preset="exp1_cnn_authors", levels="[0, 3]", seeds="
     (dict(levels="[-1]"), 3, "levels"),
     (dict(levels='["x"]'), 3, "levels"),             # wrong type
     (dict(levels="[]"), 3, "levels"),                # empty selection
+    (dict(levels="[1.5, 1.50001]"), 3, "levels"),    # both named entropy_1.5
     (dict(seeds="[-1]"), 4, "seeds"),
     (dict(seeds="[1.5]"), 4, "seeds"),
     (dict(n="n = [-1]\n"), 5, "n"),

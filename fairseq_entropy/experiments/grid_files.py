@@ -15,6 +15,7 @@ from ..errors import DataFormatError, UserError
 from ..files import loads_json, read_text
 from ..scan.entropy import COMPONENT_VALUES
 from ..scan.grammar import PAPER_VERBS
+from ..scan.levels import level_name, named_exactly
 from .presets import MAX_EPOCHS, MAX_UPDATE_LIMIT
 
 EXPERIMENTS = ("exp1", "exp2")
@@ -110,10 +111,18 @@ def check_values(raw: dict, text: str, path: Path) -> None:
             raise fail(key, f"repeats a value: {value!r}. Fix: list each value once")
 
     if exp == "exp1":
-        h_max = round(math.log2(n_values), 4)
+        # the largest level with 3 decimals (a level's name has 3) that can be built
+        h_max = math.floor(math.log2(n_values) * 1e3 + 1e-9) / 1e3
         number_list("levels", False, 0, h_max,
                     f"entropies in bits (the {component} class has {n_values} values, so at "
                     f"most log2({n_values}) bits)")
+        for v in raw["levels"]:
+            if not named_exactly("exp1", v):
+                raise fail("levels", f"holds {v!r}, which has more than 3 decimals, but a "
+                                     f"level is named by its target with 3 "
+                                     f"({level_name('exp1', v)}), which would misstate it and "
+                                     "could hold another level too. Fix: round it to 3 "
+                                     f"decimals ({round(v, 3):g})")
     else:
         number_list("levels", True, 1, len(verbs),
                     f"support sizes k (integers; {len(verbs)} verbs)")

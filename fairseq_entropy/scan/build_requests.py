@@ -19,7 +19,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 from .builders import AUTHORS_SUPPORT_ORDER, RESTRICTED_VERB, build_exp1, build_exp2
 from .components import build_exp1_component
 from .grammar import PAPER_VERBS, Grammar
-from .levels import BuildError, Level
+from .levels import BuildError, Level, level_name, named_exactly
 
 #: the value never executed first in training when ``--restricted`` is not given, per class
 DEFAULT_RESTRICTED_VALUE = {"direction": "left", "modifier": "around", "repetition": "twice"}
@@ -110,17 +110,25 @@ def check_restricted_class(component: str, restricted_verb: Optional[str]) -> No
 
 
 def check_once(values: Sequence, option: str) -> None:
-    """Refuse a level asked for twice (``--levels 3,3``): it would be built once, under one
-    name, though the request counts two.
+    """Refuse a level asked for twice (``--levels 3,3``), which would be built once under one
+    name though the request counts two, and a target that its name would misstate
+    (``--levels 1.5004``, named ``entropy_1.5``; :func:`~.levels.named_exactly`).
 
     Raises:
         BuildError: naming the option, the repeated values and the fix.
     """
+    given = ','.join(f'{v:g}' for v in values)
     twice = sorted({v for v in values if list(values).count(v) > 1})
     if twice:
-        raise BuildError(f"{option} {','.join(f'{v:g}' for v in values)}: "
-                         f"{', '.join(f'{v:g}' for v in twice)} given more than once. Fix: "
-                         "name each level once")
+        raise BuildError(f"{option} {given}: {', '.join(f'{v:g}' for v in twice)} given more "
+                         "than once. Fix: name each level once")
+    experiment = "exp2" if option == "--support" else "exp1"
+    for v in values:
+        if not named_exactly(experiment, v):
+            raise BuildError(f"{option} {given}: {v:g} has more than 3 decimals, but a level "
+                             f"is named by its target with 3 ({level_name(experiment, v)}), "
+                             "which would misstate it and could hold another level too. "
+                             f"Fix: round it to 3 decimals ({round(v, 3):g})")
 
 
 def _identity(items: Iterable) -> Iterable:

@@ -71,12 +71,12 @@ def build_exp1_component(grammar: Grammar, component: str, restricted: str,
     h_max = math.log2(len(values))
     too_high = [t for t in levels if float(t) > h_max + 1e-9]
     if too_high:
-        # the largest 4-decimal level that can be built (log2 3 = 1.58496 prints as 1.5850)
-        h_top = math.floor(h_max * 1e4) / 1e4
+        # the largest level with 3 decimals (a level's name has 3) that can be built
+        h_top = math.floor(h_max * 1e3 + 1e-9) / 1e3
         raise BuildError(f"level(s) {', '.join(f'{t:g}' for t in too_high)} bits exceed the "
                          f"maximum entropy of the {component} class, log2({len(values)}) = "
                          f"{h_max:.5f} bits over {', '.join(values)}. Fix: choose levels in "
-                         f"[0, {h_top:.4f}]")
+                         f"[0, {h_top:.3f}]")
     if n <= 0:
         raise BuildError(f"N must be positive, got {n}. Fix: pass --n 6000 (the paper's size)")
     check_valid_fraction(valid_fraction)

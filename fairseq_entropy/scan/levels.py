@@ -39,6 +39,15 @@ def level_name(experiment: str, value: float | int) -> str:
     return "entropy_" + (text + "0" if text.endswith(".") else text)
 
 
+def named_exactly(experiment: str, value: float | int) -> bool:
+    """Whether :func:`level_name` states ``value`` exactly: an Experiment 1 target with at
+    most 3 decimals (``1.5004`` would be named ``entropy_1.5``, and share that directory with
+    ``1.5``), an Experiment 2 support size that is an integer."""
+    if experiment == "exp2":
+        return float(value) == int(value)
+    return float(level_name(experiment, value)[len("entropy_"):]) == float(value)
+
+
 @dataclass
 class Level:
     """One generated level: its splits and what it was built to be.
