@@ -50,6 +50,13 @@ def one_error_line(err: str) -> str:
     ("n_train", 0, "a positive integer"),
     ("level", "support_3", "entropy_<bits> for exp1"),
     ("entropy_bits", -0.5, "a number of bits in [0, 3]"),
+    # measured bits that the level's name contradicts (the builder hits it within 0.01)
+    ("entropy_bits", 2.5, "within 0.01 bits of the 1.500 bits that level entropy_1.5 names"),
+    ("entropy_bits", 1.489, "within 0.01 bits of the 1.500 bits"),
+    ("n", 0, "the number of test commands scored, a positive integer"),
+    ("by_conjunction", "x", 'an object of {"accuracy": ..., "n": ...} objects'),
+    ("by_shared_verb", {"same_verb": 3}, 'an object of {"accuracy": ..., "n": ...} objects'),
+    ("graded", [1], "an object of graded metrics"),
 ])
 def test_a_malformed_score_value_is_refused_naming_file_and_key(tmp_path, key, value, valid):
     good = score(tmp_path / "runs" / "a")
@@ -59,6 +66,25 @@ def test_a_malformed_score_value_is_refused_naming_file_and_key(tmp_path, key, v
     msg = str(e.value)
     assert msg.startswith(f"{bad}: {key} = {value!r}") and valid in msg and "Fix:" in msg
     assert collect_scores([good])[0]["seed"] == 1
+
+
+def test_a_score_whose_accuracy_is_not_its_count_over_n_is_refused(tmp_path):
+    """accuracy must be correct / n: 1764 of 7056 is 0.25 exactly."""
+    ok = score(tmp_path / "a", n=7056, correct=1764, accuracy=0.25,
+               by_conjunction={"and": {"accuracy": 0.5, "n": 3528}})
+    assert collect_scores([ok])[0]["accuracy_and"] == 0.5
+    for n, correct, acc, key, valid in (
+            (7056, 7056, 0.5, "accuracy", "correct / n = 7056/7056 = 1.000000"),
+            (7056, 9000, 0.25, "correct", "an integer in 0..n (7056)"),
+            (7056, -1, 0.25, "correct", "an integer in 0..n (7056)")):
+        bad = score(tmp_path / "b", n=n, correct=correct, accuracy=acc)
+        with pytest.raises(ScoreError) as e:
+            collect_scores([bad])
+        assert str(e.value).startswith(f"{bad}: {key} = ") and valid in str(e.value)
+    bad = score(tmp_path / "c", by_conjunction={"and": {"accuracy": 1.5, "n": 3}})
+    with pytest.raises(ScoreError, match=r"by_conjunction\.and\.accuracy = 1\.5, but it must "
+                                         r"be a number in \[0, 1\]"):
+        collect_scores([bad])
 
 
 def test_a_level_above_the_verbs_entropy_is_refused(tmp_path):

@@ -22,6 +22,7 @@ from typing import Iterable, List, Optional, Sequence
 from ..errors import UserError
 from ..files import atomic_write_text, read_json, read_lines
 from ..scan.grammar import PAPER_VERBS
+from ..scan.mixing import ENTROPY_TOLERANCE_BITS
 from .cases import write_cases_tsv
 from .columns import (CHECKPOINT_LABELS, GRADED_COLUMNS, GROUP_COLUMNS,
                       OPTIONAL_RESULT_COLUMNS, RESULT_COLUMNS, SCHEDULE_COLUMNS,
@@ -142,6 +143,7 @@ def collect_scores(roots: Iterable[str | os.PathLike]) -> List[dict]:
                 raise ScoreError(f"{f}: unknown checkpoint label {rec['checkpoint']!r}. Fix: "
                                  f"score again with --checkpoint "
                                  f"{', '.join(CHECKPOINT_LABELS)} --force")
+            check_counts(rec, str(f))
             graded = dict(rec.get("graded") or {})
             for conj, stats in (rec.get("by_conjunction") or {}).items():
                 graded[f"accuracy_{conj}"] = stats.get("accuracy")
@@ -201,13 +203,53 @@ def _entropy_cap(rec: Optional[dict]) -> float:
     return math.log2(verbs) + 1e-6
 
 
+def check_counts(rec: dict, where: str) -> None:
+    """Check that a ``score.json``'s accuracy is its count of exact matches over its test
+    commands, and that its breakdowns are tables.
+
+    Checked, where present (older scores lack ``n`` and ``correct``): ``n`` a positive
+    integer, ``correct`` an integer in 0..n, ``accuracy`` equal to ``correct / n``;
+    ``graded`` an object; ``by_conjunction`` and ``by_shared_verb`` objects of
+    ``{"accuracy", "n"}`` objects.
+
+    Raises:
+        ScoreError: ``where: key = value ...`` naming what it must be and the fix.
+    """
+    def fail(key, value, valid):
+        return ScoreError(f"{where}: {key} = {value!r}, but it must be {valid}. Fix: "
+                          f"{_RESCORE}")
+
+    n, correct = rec.get("n"), rec.get("correct")
+    if n is not None and not (_is_int(n) and n > 0):
+        raise fail("n", n, "the number of test commands scored, a positive integer")
+    if correct is not None:
+        if not (_is_int(correct) and 0 <= correct <= (n if n is not None else correct)):
+            raise fail("correct", correct, f"an integer in 0..n ({n})")
+        acc = rec.get("accuracy")
+        if n is not None and _is_real(acc) and abs(acc - correct / n) > 1e-9:
+            raise fail("accuracy", acc, f"correct / n = {correct}/{n} = {correct / n:.6f}")
+    if rec.get("graded") is not None and not isinstance(rec["graded"], dict):
+        raise fail("graded", rec["graded"], "an object of graded metrics")
+    for key in ("by_conjunction", "by_shared_verb"):
+        table = rec.get(key)
+        if table is None:
+            continue
+        if not isinstance(table, dict) or not all(isinstance(v, dict) for v in table.values()):
+            raise fail(key, table, 'an object of {"accuracy": ..., "n": ...} objects')
+        for name, stats in table.items():
+            acc = stats.get("accuracy")
+            if acc is not None and not (_is_real(acc) and 0 <= acc <= 1):
+                raise fail(f"{key}.{name}.accuracy", acc, "a number in [0, 1]")
+
+
 def check_row(row: dict, where: str, fix: str, rec: Optional[dict] = None) -> None:
     """Check the values of a result row that :func:`aggregate` groups and averages.
 
     Checked: ``experiment`` (``exp1``/``exp2``/``scan``, then any ``+variant``), ``preset``
     and ``model`` (names), ``n_train`` (a positive integer), ``level`` (``entropy_<bits>``
     for exp1, ``support_<k>`` for exp2), ``entropy_bits`` and the level's bits (in [0, log2
-    of the verbs], :func:`_entropy_cap`), ``seed`` and ``data_seed`` (integers in
+    of the verbs], :func:`_entropy_cap`; within the builder's tolerance of the bits the
+    level names, ``log2 k`` for ``support_<k>``), ``seed`` and ``data_seed`` (integers in
     0..2**32-1), ``accuracy`` and the graded fractions (in [0, 1]; chrF and BLEU in
     [0, 100]), and the schedule's ``updates``, ``epochs``, ``preset_max_update`` (positive).
 
@@ -249,6 +291,13 @@ def check_row(row: dict, where: str, fix: str, rec: Optional[dict] = None) -> No
         raise fail("entropy_bits", f"a number of bits in [0, {cap:.3g}] (log2 of the verbs)")
     if m and base == "exp1" and float(m.group(1)) > cap:
         raise fail("level", f"a level of at most {cap:.3g} bits (log2 of the verbs)")
+    named = float(m.group(1)) if m and base == "exp1" else \
+        math.log2(int(row["level"][len("support_"):])) if base == "exp2" else None
+    if named is not None and bits is not None and \
+            abs(bits - named) > ENTROPY_TOLERANCE_BITS + 1e-6:
+        raise fail("entropy_bits", f"within {ENTROPY_TOLERANCE_BITS} bits of the "
+                                   f"{named:.3f} bits that level {row['level']} names (the "
+                                   "builder's tolerance)")
     for key in ("accuracy", *GRADED_COLUMNS):
         top = 100 if key in _PERCENT_COLUMNS else 1
         if (row.get(key) is not None or key == "accuracy") and \
