@@ -491,6 +491,19 @@ def test_cut_off_output_is_an_error(tmp_path):
         read_generate_output(p)
 
 
+@pytest.mark.parametrize("line", ["H-2\tWALK JUMP", "H-2\tbest\tWALK JUMP"])
+def test_an_h_line_without_its_score_is_an_error_not_an_empty_hypothesis(tmp_path, line):
+    """Read as H-<id><TAB><score><TAB><hypothesis>, "H-2<TAB>WALK JUMP" would give sample 2 an
+    empty hypothesis, scored wrong, although its hypothesis is right."""
+    p = tmp_path / "gen.txt"
+    p.write_text(GEN.replace("H-2\t-0.1\tWALK JUMP", line))
+    with pytest.raises(ScoreError, match=r"gen.txt:4: H-2 is not H-<id><TAB><score><TAB>"
+                                         r"<hypothesis>"):
+        read_generate_output(p)
+    p.write_text(GEN.replace("H-2\t-0.1\tWALK JUMP", "H-2\t-inf\t"))  # an empty hypothesis
+    assert read_generate_output(p)[2]["H"] == ""
+
+
 def test_missing_source_line_is_an_error(tmp_path):
     p = tmp_path / "gen.txt"
     p.write_text(GEN.replace("S-1\tjump twice and jump\n", ""))

@@ -56,7 +56,8 @@ def read_generate_output(path: str | os.PathLike) -> Dict[int, Dict[str, str]]:
     Raises:
         DataFormatError: a missing file, a directory or a line that is not UTF-8
             (:func:`~fairseq_entropy.files.iter_text_lines`).
-        ScoreError: no samples; an id without its ``S-``, ``T-`` or ``H-`` line; an id whose
+        ScoreError: no samples; an id without its ``S-``, ``T-`` or ``H-`` line; an ``H-``
+            line without its score column; an id whose
             lines appear twice (two decodes in one file); or an output
             cut off while it was written (the last line has no newline, or the file has
             ``D-`` lines and an ``H-`` line lacks its ``D-`` line); names the file, the line
@@ -92,7 +93,12 @@ def read_generate_output(path: str | os.PathLike) -> Dict[int, Dict[str, str]]:
             continue
         if kind == "H":
             parts = rest.split("\t", 1)
-            text = parts[1] if len(parts) == 2 else ""
+            if len(parts) != 2 or not _is_float(parts[0]):
+                raise ScoreError(f"{path}:{lineno}: {tag} is not H-<id><TAB><score><TAB>"
+                                 "<hypothesis> (fairseq-generate's form), so its hypothesis "
+                                 "cannot be told from its score. Fix: score fairseq-generate's "
+                                 "own output, unedited")
+            text = parts[1]
         else:
             text = rest
         if "\u2581" in text:
@@ -111,6 +117,14 @@ def read_generate_output(path: str | os.PathLike) -> Dict[int, Dict[str, str]]:
                              "output is cut off. Fix: run fairseq-generate again and keep its "
                              "whole output")
     return dict(samples)
+
+
+def _is_float(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def clause_verbs(source: str) -> Tuple[str, Optional[str], Optional[str]]:
