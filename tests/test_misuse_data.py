@@ -52,6 +52,34 @@ def test_binarize_refuses_an_out_that_is_holds_or_lies_in_its_input(build, where
     assert tree(build.parent) == before  # nothing replaced, nothing left behind
 
 
+@pytest.mark.parametrize("edit", ["drop the first pair", "swap one verb"])
+def test_binarize_refuses_split_files_changed_after_the_build(build, edit, tmp_path, capsys):
+    """The copied manifest would state 200 training commands and the build's verb counts."""
+    import shutil
+
+    level = tmp_path / "entropy_3.0"
+    shutil.copytree(build / "entropy_3.0", level)
+    src, tgt = (level / "train.in").read_text().splitlines(True), \
+        (level / "train.out").read_text().splitlines(True)
+    assert len(src) == 200
+    if edit == "drop the first pair":
+        src, tgt, needle = src[1:], tgt[1:], "train.in: 199 commands, "
+    else:  # one walk becomes a run, in the command and its actions: still a valid pair
+        i = next(i for i, line in enumerate(src) if line.split()[0] == "walk")
+        from fairseq_entropy.scan.grammar import Grammar
+
+        g = Grammar.paper()
+        src[i] = "run" + src[i][len("walk"):]
+        tgt[i] = " ".join(g.interpret(g.parse(src[i]))) + "\n"
+        needle = "train.in: its slots' verb counts differ from those "
+    (level / "train.in").write_text("".join(src))
+    (level / "train.out").write_text("".join(tgt))
+    assert main(["binarize", str(level), "--out", str(tmp_path / "bin")]) == 2
+    one_error(capsys, needle, "records", "the split was changed after the build",
+              "Fix: rebuild the level")
+    assert not (tmp_path / "bin").exists()
+
+
 def test_binarize_refuses_an_out_that_holds_a_train_file(tmp_path, capsys):
     (tmp_path / "scan.txt").write_text("IN: walk OUT: I_WALK\n")
     assert main(["binarize", "--train", str(tmp_path / "scan.txt"), "--out", str(tmp_path)]) == 2

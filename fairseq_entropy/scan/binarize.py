@@ -22,8 +22,9 @@ from typing import Callable, Dict, Iterable, List, Optional
 
 from ..files import atomic_directory, read_json, remove_own_partials
 from .databin import SOURCE_LANG, TARGET_LANG, BinarizeError
-from .datafiles import Example, read_pair, read_scan_file, write_pair
+from .datafiles import Example, parse_examples, read_pair, read_scan_file, write_pair
 from .dictionary import check_vocabulary, write_dictionary
+from .entropy import SlotStatistics
 from .grammar import Grammar
 from .lm_format import binarize_level_lm
 from .preprocess import preprocess_processes, run_preprocess
@@ -77,6 +78,8 @@ def binarize_level(level_dir: str | os.PathLike, dest: str | os.PathLike, gramma
         raise BinarizeError(f"{level_dir}: has train.{SOURCE_LANG} but no valid.{SOURCE_LANG}; "
                             "fairseq-train needs a validation split. Fix: rebuild the level "
                             "with 'fairseq-entropy build'")
+    manifest_path = level_dir / "manifest.json"
+    recorded = read_json(manifest_path) if manifest_path.exists() else {}
     for s in splits:
         check_vocabulary(level_dir / s, grammar)
         examples = read_pair(level_dir / s, grammar)  # aligned, no empty lines, valid pairs
@@ -84,12 +87,12 @@ def binarize_level(level_dir: str | os.PathLike, dest: str | os.PathLike, gramma
             raise BinarizeError(f"{level_dir / s}.{SOURCE_LANG} is empty; fairseq cannot train "
                                 "on, validate with or decode an empty split. Fix: rebuild the "
                                 "level with more commands (a larger --n or --valid-fraction)")
+        check_against_manifest(level_dir / s, examples, grammar, recorded, manifest_path)
     if fmt == "lm":
         if spm_model is not None:
             raise BinarizeError("--format lm writes word-level data. Fix: drop --spm-vocab, "
                                 "or use --format pairs")
         return binarize_level_lm(level_dir, dest, grammar, splits, workers)
-    manifest_path = level_dir / "manifest.json"
     with atomic_directory(dest) as tmp:
         if spm_model is None:
             dict_path = write_dictionary(tmp / "dict.txt", grammar)
@@ -125,6 +128,33 @@ def binarize_level(level_dir: str | os.PathLike, dest: str | os.PathLike, gramma
             (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
         os.unlink(dict_path)
     return dest
+
+
+def check_against_manifest(prefix: Path, examples, grammar, manifest: dict,
+                           manifest_path: Path) -> None:
+    """Refuse a split whose commands are not those its level's ``manifest.json`` describes
+    (its size and the verb counts of each slot, as ``build`` recorded them), e.g. a split
+    file edited after the build: the copied manifest would misstate the data that is
+    trained on and scored.  A manifest without ``slots`` for the split is not compared.
+
+    Raises:
+        BinarizeError: naming the split file, both counts and the fix.
+    """
+    expected = (manifest.get("slots") or {}).get(prefix.name)
+    if not isinstance(expected, dict):
+        return
+    verbs = manifest.get("verbs") or grammar.verbs
+    got = SlotStatistics.of(parse_examples(examples, grammar), verbs).as_dict()
+    if got["n_commands"] != expected.get("n_commands") or \
+            got["verb_counts"] != expected.get("verb_counts"):
+        what = (f"{got['n_commands']} commands, {manifest_path} records "
+                f"{expected.get('n_commands')}" if got["n_commands"] !=
+                expected.get("n_commands") else "its slots' verb counts differ from those "
+                f"{manifest_path} records")
+        raise BinarizeError(f"{prefix}.{SOURCE_LANG}: {what}: the split was changed after "
+                            "the build, and the manifest copied beside the data would misstate "
+                            "it. Fix: rebuild the level with fairseq-entropy build (or restore "
+                            "its files)")
 
 
 def level_dirs(build_dir: str | os.PathLike) -> List[Path]:
