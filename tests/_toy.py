@@ -186,20 +186,34 @@ def assert_batch_equals_alone(model, d, steps, atol, left_pad_source=True,
 
 def cut_and_binarize(level: Path, out: Path, every: int = 147) -> Path:
     """Keep every ``every``-th test command of the built ``level`` (48 of the 7056 exp1 test
-    commands at 147; the same 48 at every exp1 level), record the new test size in its
-    ``manifest.json``, and binarize the level into ``out``."""
-    import json
+    commands at 147; the same 48 at every exp1 level), record the new test split in its
+    ``manifest.json`` (:func:`recount`), and binarize the level into ``out``."""
 
     from fairseq_entropy.cli import main as cli
 
     for ext in ("in", "out"):
         lines = (level / f"test.{ext}").read_text().splitlines()[::every]
         (level / f"test.{ext}").write_text("\n".join(lines) + "\n")
-    manifest = json.loads((level / "manifest.json").read_text())
-    manifest["sizes"]["test"] = len(lines)
-    (level / "manifest.json").write_text(json.dumps(manifest))
+    recount(level, "test")
     assert cli(["binarize", str(level), "--out", str(out)]) == 0
     return out
+
+
+def recount(level: Path, split: str) -> None:
+    """Record the size and slot statistics of ``level``'s edited ``split`` in its
+    ``manifest.json`` (``binarize`` refuses a split that its manifest misstates)."""
+    import json
+
+    from fairseq_entropy.scan.datafiles import parse_examples, read_pair
+    from fairseq_entropy.scan.entropy import SlotStatistics
+    from fairseq_entropy.scan.grammar import Grammar
+
+    manifest = json.loads((level / "manifest.json").read_text())
+    grammar = Grammar.paper()
+    commands = parse_examples(read_pair(level / split, grammar), grammar)
+    manifest["sizes"][split] = len(commands)
+    manifest["slots"][split] = SlotStatistics.of(commands, manifest["verbs"]).as_dict()
+    (level / "manifest.json").write_text(json.dumps(manifest))
 
 
 def tiny_level(build: Path, out: Path, seed: int = 5, n: int = 320, bits: float = 3) -> Path:

@@ -322,3 +322,27 @@ def test_the_label_of_a_best_checkpoint_follows_the_selection_it_was_kept_by():
         check_selection("c.pt", "test-loss", "loss", "valid")
     with pytest.raises(UserError, match=r"Fix: pass --checkpoint test-loss"):
         check_selection("c.pt", "best", "loss", "test,valid")
+
+
+@pytest.mark.parametrize("record,needle", [
+    ('{"training": "x"}', "training entry is 'x', not a JSON object"),
+    ('[1, 2]', "training entry is [1, 2], not a JSON object"),
+    ('{"training": {"data_manifest_sha256": 5}}', "data_manifest_sha256 is 5, not a JSON str"),
+    ('{"training": {"updates": "9"}}', "updates is '9', not a JSON int"),
+    ('{"training": {"epoch_state": [3]}}', "epoch_state is [3], not two integers"),
+])
+def test_a_malformed_logged_checkpoint_record_is_a_data_error(tmp_path, record, needle):
+    """A hand-edited generate log: a one-line error with its line, not a traceback."""
+    from fairseq_entropy.analysis.provenance import RECORD_MARK, read_generate_log
+    from fairseq_entropy.errors import DataFormatError
+
+    log = tmp_path / "generate-last.log"
+    log.write_text(f"loading\n2026 | INFO | {RECORD_MARK}{record}\n")
+    with pytest.raises(DataFormatError, match=rf"^{log}:2: the checkpoint record's "):
+        read_generate_log(log)
+    with pytest.raises(DataFormatError) as e:
+        read_generate_log(log)
+    assert needle in str(e.value) and "Fix: decode again" in str(e.value)
+    good = '{"training": {"updates": 9, "epoch_state": [2, 0], "level": "entropy_1.5"}}'
+    log.write_text(f"2026 | INFO | {RECORD_MARK}{good}\n")
+    assert read_generate_log(log)["updates"] == 9

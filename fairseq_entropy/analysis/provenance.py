@@ -32,7 +32,7 @@ import os
 from pathlib import Path
 from typing import Callable, Mapping, Optional, Tuple
 
-from ..errors import UserError
+from ..errors import DataFormatError, UserError
 from ..files import iter_text_lines, read_json
 from .checkpoint_labels import check_checkpoint_label, check_selection
 from .columns import CHECKPOINT_LABELS, DECODER_ONLY, ENCODER_DECODER, ScoreError
@@ -130,18 +130,56 @@ def read_generate_log(path: str | os.PathLike) -> Optional[dict]:
     file does not exist or has no such line.
 
     Raises:
-        DataFormatError: the log is not UTF-8 text.
+        DataFormatError: the log is not UTF-8 text, or its record is not a ``training``
+            object of the expected types (:func:`check_training_record`).
     """
     if not Path(path).is_file():
         return None
     found = None
-    for _, line in iter_text_lines(path):
+    for lineno, line in iter_text_lines(path):
         if RECORD_MARK in line:
             try:
-                found = json.loads(line.split(RECORD_MARK, 1)[1]).get("training")
-            except (ValueError, AttributeError):
+                record = json.loads(line.split(RECORD_MARK, 1)[1])
+            except ValueError:
                 continue
+            found = record.get("training") if isinstance(record, dict) else record
+            check_training_record(found, f"{path}:{lineno}")
     return found
+
+
+#: the type of each value of a checkpoint's ``training`` record (None is allowed for all)
+TRAINING_RECORD_TYPES = {
+    "data_manifest_sha256": str, "experiment": str, "level": str, "data_seed": int,
+    "train_args_sha256": str, "extra_args_sha256": str, "best_checkpoint_metric": str,
+    "max_update": int, "max_epoch": int, "batch_size": int, "updates": int,
+    "epoch_state": list}
+
+
+def check_training_record(training, where: str) -> None:
+    """Check a logged ``training`` record (:func:`read_checkpoint_info`'s): a JSON object
+    whose values have the types of :data:`TRAINING_RECORD_TYPES` (or null), ``epoch_state``
+    two integers.
+
+    Raises:
+        DataFormatError: ``where: ...`` naming the key, its value and the fix.
+    """
+    fix = ("Fix: decode again with fairseq-generate (the task logs the checkpoint's record "
+           "itself), or score with --path CHECKPOINT")
+    if not isinstance(training, dict):
+        raise DataFormatError(f"{where}: the checkpoint record's training entry is "
+                              f"{training!r}, not a JSON object. {fix}")
+    for key, kind in TRAINING_RECORD_TYPES.items():
+        value = training.get(key)
+        if value is None:
+            continue
+        ok = isinstance(value, kind) and not isinstance(value, bool)
+        if key == "epoch_state":
+            ok = ok and len(value) == 2 and all(
+                isinstance(v, int) and not isinstance(v, bool) for v in value)
+        if not ok:
+            want = "two integers" if key == "epoch_state" else f"a JSON {kind.__name__}"
+            raise DataFormatError(f"{where}: the checkpoint record's {key} is {value!r}, not "
+                                  f"{want}. {fix}")
 
 
 def check_training_data(training: Optional[dict], source: str, manifest: dict,
