@@ -211,6 +211,24 @@ def test_a_users_file_extends_packaged_presets_and_adds_to_them(tmp_path):
     assert "_my_base" in load_presets(path, bases=True)
 
 
+@pytest.mark.parametrize("key,args,fix", [
+    ("extra_args", ["--lr", "5"], "set the preset's key 'lr' instead"),
+    ("optimizer_args", ["--max-update", "9"], "set the preset's key 'epochs' instead"),
+    ("model_args+", ["--arch", "fconv"], "set the preset's key 'arch' instead"),
+    ("task_args", ["--batch-size", "4"], "set the preset's key 'batch_size' instead"),
+    ("extra_args", ["--task", "translation"], "drop it (the task's arguments give it)"),
+])
+def test_a_list_giving_an_option_that_a_key_owns_is_refused(tmp_path, key, args, fix):
+    """fairseq keeps the last of two --lr: the preset's lr, which train-args --field
+    reports, would be overridden silently."""
+    path = tmp_path / "mine.json"
+    path.write_text(json.dumps({"mine": {"extends": "exp1_cnn_authors", key: args}}))
+    with pytest.raises(PresetError) as e:
+        load_presets(path)
+    assert f"preset 'mine': {key.rstrip('+')} gives {args[0]}, which train-args derives" \
+        in str(e.value) and f"Fix: {fix}" in str(e.value)
+
+
 def test_a_copy_of_the_packaged_file_loads_as_the_packaged_presets(tmp_path):
     path = tmp_path / "copy.json"
     path.write_text(presets_module.default_presets_path().read_text())

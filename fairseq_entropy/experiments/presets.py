@@ -43,6 +43,14 @@ DEFAULT_CRITERION = ["--criterion", "label_smoothed_cross_entropy", "--label-smo
 
 #: keys a preset may hold: list-valued argument groups, scalars, and bookkeeping
 LIST_KEYS = ("optimizer_args", "task_args", "model_args", "criterion_args", "extra_args")
+#: fairseq-train options that :func:`train_args` derives from a preset's keys, and the fix
+#: for a list key that gives one of them again
+FIELD_OPTIONS = {"--arch": "set the preset's key 'arch' instead",
+                 "--batch-size": "set the preset's key 'batch_size' instead",
+                 "--lr": "set the preset's key 'lr' instead",
+                 "--max-update": "set the preset's key 'epochs' instead (or pass a run's "
+                                 "--max-update)",
+                 "--required-batch-size-multiple": "drop it (train-args always gives 1)"}
 KNOWN_KEYS = frozenset(LIST_KEYS) | {
     "model", "arch", "experiment", "format", "batch_size", "epochs", "epochs_by_train_size",
     "epochs_formula", "lr", "warmup_fraction", "min_lr_ratio", "notes", "extends"}
@@ -283,6 +291,20 @@ def check_preset_values(name: str, preset: dict, where: str) -> None:
     for key, (ok, valid) in VALUE_CHECKS.items():
         if key in preset and not ok(preset[key]):
             raise fail(key, preset[key], valid)
+    # an option that train-args derives from a key, given again in a list, reaches
+    # fairseq-train twice and fairseq keeps the last one: the key (e.g. lr, which train-args
+    # --field reports, or the schedule's --max-update) would be overridden silently.  Within
+    # the lists, a later value overriding an inherited one ("model_args+") is the idiom.
+    owned = {**FIELD_OPTIONS, **{o: "drop it (the task's arguments give it)"
+                                 for o in TASK_ARGS[preset.get("format", "pairs")]
+                                 if o.startswith("--")}}
+    for key in LIST_KEYS:
+        for option in preset.get(key, []):
+            if option in owned:
+                raise PresetError(
+                    f"{where}: preset {name!r}: {key} gives {option}, which train-args "
+                    "derives from the preset itself (fairseq-train would keep the last one "
+                    f"and drop the other silently). Fix: {owned[option]}")
     if "epochs_formula" in preset:
         valid = ("a formula in k (+ - * // and parentheses) giving positive epochs <= "
                  f"{MAX_EPOCHS} (MAX_EPOCHS) for k = 1..8")
