@@ -118,6 +118,18 @@ def test_results_tsv_rows_are_checked_like_scores(tmp_path):
         read_results_tsv(f)
     f.write_text(header + row.format("0.5"))
     assert [r["accuracy"] for r in read_results_tsv(f)] == [0.5]
+    # a line cut short (or with one field too many) says so, not "empty checkpoint"
+    for line, fields in (("exp1\texp1_cnn\tcnn\t6000\tentropy_1.5\n", 5),
+                         (row.format("0.5").rstrip("\n") + "\tx\n", 11)):
+        f.write_text(header + line)
+        with pytest.raises(ScoreError, match=rf"^{f}:2: {fields} tab-separated field\(s\), but "
+                                             "the header has 10"):
+            read_results_tsv(f)
+    # the same table under another name is not read as a score.json ("invalid JSON")
+    txt = tmp_path / "results.txt"
+    txt.write_text(header + row.format("0.5"))
+    with pytest.raises(ScoreError, match=r"takes a file by its name\. Fix: pass a score\.json"):
+        collect_scores([txt])
 
 
 # ------------------------------------------------------------------ roots and --out

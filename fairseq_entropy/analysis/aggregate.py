@@ -68,6 +68,12 @@ def read_results_tsv(path: str | os.PathLike) -> List[dict]:
             "directories themselves"))
     rows = []
     for lineno, rec in enumerate(reader, start=2):
+        if None in rec or any(rec[c] is None for c in reader.fieldnames or []):
+            fields = len([v for k, v in rec.items() if k is not None and v is not None]) + \
+                len(rec.get(None) or [])
+            raise ScoreError(f"{path}:{lineno}: {fields} tab-separated field(s), but the "
+                             f"header has {len(reader.fieldnames or [])}. Fix: restore the "
+                             "line from the run's score.json, or drop the line")
         row = {}
         for c in RESULT_COLUMNS + GRADED_COLUMNS:
             value = rec.get(c)
@@ -124,6 +130,11 @@ def collect_scores(roots: Iterable[str | os.PathLike]) -> List[dict]:
                 read.add(root.resolve())
                 rows.extend(read_results_tsv(root))
             continue
+        if root.is_file() and root.suffix != ".json":
+            raise ScoreError(f"{root}: aggregate reads score.json files, run directories and "
+                             "results tables named *.tsv, and takes a file by its name. Fix: "
+                             "pass a score.json, a run directory, or a results table under a "
+                             ".tsv name")
         files = [root] if root.is_file() else sorted(root.rglob("score.json"))
         for f in files:
             if f.resolve() in read:  # a root given twice, or inside another root
