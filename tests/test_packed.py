@@ -302,7 +302,10 @@ def test_pack_command_writes_the_description_and_unpack_refuses_a_missing_pack(
             (["--run", str(levels[0]), "1", ""], "RUN_DIR is empty"),
             (["--run", str(levels[0]), "1", str(tmp_path / "afile")], "RUN_DIR is a file"),
             (["--run", str(levels[0]), "4", "r0", "--run", str(levels[0]), "4", "r1"],
-             f"two runs train {levels[0]} with seed 4: the same run twice")):
+             f"two runs train {levels[0]} with seed 4: the same run twice"),
+            # each run's task would load the data as fairseq splits it: c and d
+            (["--run", str(tmp_path / "c:d"), "1", "r0"], "DATA " + str(tmp_path / "c:d")
+             + ": holds ':'")):
         assert main(["pack", str(tmp_path / "q"), *argv]) == 2
         err = capsys.readouterr().err
         assert message in err and "Fix:" in err, err

@@ -37,6 +37,8 @@ def run(args) -> None:
             raise PackError(f"--run {data} {seed} {run_dir!r}: RUN_DIR is "
                             + ("empty" if not run_dir.strip() else "a file")
                             + ". Fix: give the run's directory (created if missing)")
+        # each run's task loads its data as fairseq-train would its data argument
+        check_fairseq_path(Path(data).resolve(), f"--run {data} {seed} {run_dir}: DATA")
         if not (Path(data) / "dict.in.txt").is_file():
             raise PackError(f"--run {data}: no dict.in.txt there, not a data-bin directory. "
                             "Fix: give the binarized level (fairseq-entropy binarize --out)")

@@ -23,7 +23,7 @@ from typing import Dict, List, Optional
 import torch
 
 from ..errors import UserError
-from ..files import atomic_write_bytes
+from ..files import atomic_write_bytes, check_fairseq_path
 
 PACK_FILE = "pack.json"
 #: packed-task options that the ordinary ``systematicity`` task does not know
@@ -64,6 +64,7 @@ def read_pack(pack_dir: str) -> List[Dict]:
             raise PackError(f"{path}: run {i} is {run!r}; each run needs \"data\" (a data-bin "
                             "directory), \"seed\" (an int) and \"run_dir\". Fix: complete it")
         base = path.parent
+        check_fairseq_path((base / run["data"]).resolve(), f"{path}: run {i}'s data")
         out.append({"data": str((base / run["data"]).resolve()), "seed": run["seed"],
                     "run_dir": str((base / run["run_dir"]).resolve()),
                     "name": str(run.get("name") or f"run{i}")})
