@@ -399,12 +399,21 @@ def _cancel_array_on_signal(jobs, array: str, kind: str, cells: Sequence[Cell],
         else:
             ok = True
             for job in jobs:
+                # SIGTERM, as scancel sends: submitit's local controller forwards it to its
+                # task and waits for it, and the task stops its cell's processes (SIGKILL
+                # after GRACE_S).  job.cancel() sends SIGINT, on which the controller kills
+                # its task 1 s later, before a loaded task has stopped them: they were left
+                # running.
+                proc = getattr(job, "_process", None)
                 try:
-                    job.cancel(check=False)
+                    if proc is not None:
+                        if proc.poll() is None:
+                            proc.send_signal(signal.SIGTERM)
+                    else:
+                        job.cancel(check=False)
                 except Exception:  # a task that has ended already
                     ok = ok and job.done()
-            # submitit's local processes print their interruption first; each stops its
-            # cell's processes (SIGKILL after GRACE_S), so it is killed only after that
+            # submitit's local processes print their interruption first
             deadline = time.monotonic() + GRACE_S + 15
             for job in jobs:
                 proc = getattr(job, "_process", None)
