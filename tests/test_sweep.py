@@ -464,7 +464,28 @@ def test_wall_time_of_a_run_adds_every_segment(tmp_path):
     assert sweep.record_wall(tmp_path / "fresh", 2.0) == 2.0  # a new run starts from zero
 
 
-def test_a_resumed_cells_wall_time_counts_its_earlier_segments(tiny_data, tmp_path):
+def test_a_running_segment_is_on_the_ledger_before_it_ends(tmp_path, monkeypatch):
+    """A sweep killed outright (no close) leaves its running segment counted to within a
+    beat; a segment that did not run the run is taken back; a second close changes nothing."""
+    monkeypatch.setattr(sweep, "WALL_BEAT_S", 0.05)
+    run = tmp_path / "run"
+    sweep.record_wall(run, 10.0)
+    start = time.monotonic()
+    segment = sweep.WallSegment(run, start)
+    time.sleep(0.4)
+    lines = (run / sweep.WALL_FILE).read_text().splitlines()
+    assert len(lines) == 2 and lines[0].endswith("\t10.0")
+    assert 0.05 <= float(lines[1].split("\t")[1]) <= time.monotonic() - start
+    assert segment.close(None) == 10.0
+    assert (run / sweep.WALL_FILE).read_text().splitlines() == lines[:1]
+    segment = sweep.WallSegment(run, time.monotonic())
+    assert segment.close(5.0) == 15.0 and segment.close(7.0) == 15.0
+    assert [ln.split("\t")[1] for ln in (run / sweep.WALL_FILE).read_text().splitlines()] == [
+        "10.0", "5.0"]
+
+
+def test_a_resumed_cells_wall_time_counts_its_earlier_segments(tiny_data, tmp_path,
+                                                                monkeypatch):
     """Two sweeps of one cell whose recipe stops after a while (as a killed run does): the
     second outcome's wall time is both segments', and a locked cell adds nothing."""
     root = tmp_path / "root"
@@ -480,7 +501,9 @@ def test_a_resumed_cells_wall_time_counts_its_earlier_segments(tiny_data, tmp_pa
     assert len(segments) == 2 and min(segments) >= 0.3
     assert first.wall_s == pytest.approx(segments[0], abs=0.06)
     assert second.wall_s == pytest.approx(sum(segments), abs=0.06)
-    recipe.write_text(f"exit {locks.LOCKED_EXIT}\n")
+    # a locked cell adds nothing, even one that exits after the running segment was written
+    monkeypatch.setattr(sweep, "WALL_BEAT_S", 0.05)
+    recipe.write_text(f"sleep 0.3; exit {locks.LOCKED_EXIT}\n")
     assert sweep.run_cell(cell, root, recipe=recipe).status == "locked"
     assert len((cell.run_dir(root) / sweep.WALL_FILE).read_text().splitlines()) == 2
 

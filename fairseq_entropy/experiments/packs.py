@@ -47,7 +47,7 @@ from .processes import CHILDREN, Stopping, stop_on_signals
 from .rerun import ScheduleChanged, check_trained, expected_schedule
 from .fairseq_train import best_metric, train_command
 from .run import SHOWN, console_line, subword_data, user_dir
-from .sweep import CellResult, last_line, prepare_data, record_wall, run_cell, scored
+from .sweep import CellResult, WallSegment, last_line, prepare_data, run_cell, scored
 
 PACKS_DIR = "packs"
 #: cells of a pack decoded at once in a GPU slot (fairseq-generate processes sharing the GPU)
@@ -262,12 +262,12 @@ def _env(slot: Optional[dict]) -> Dict[str, str]:
 
 
 def _failed(pack: Pack, reason: str, start: float, status: str = "failed",
-            trained: bool = False) -> List[CellResult]:
+            segment: Optional[WallSegment] = None) -> List[CellResult]:
     """Every cell of ``pack`` as ``status`` with ``reason``; once the pack's training began
-    (``trained``), the wall time is the pack's over all its segments (:func:`record_wall`)."""
+    (its wall-time ``segment`` runs), the wall time is the pack's over all its segments."""
     wall = time.monotonic() - start
-    if trained:
-        wall = record_wall(pack.dir, wall)
+    if segment is not None:
+        wall = segment.close(wall)
     return [CellResult(c.name, status, reason, wall) for c in pack.cells]
 
 
@@ -353,6 +353,7 @@ def run_pack(pack: Pack, root: str | os.PathLike, slot: Optional[dict] = None,
         for lock in locks:
             lock.release()
         return _failed(pack, f"pack {pack.name}: {e}", start, "locked")
+    segment = WallSegment(pack.dir, start)
     try:
         done = pack.dir / "checkpoints" / "trained"
         if not done.exists():
@@ -364,23 +365,23 @@ def run_pack(pack: Pack, root: str | os.PathLike, slot: Optional[dict] = None,
             if rc is None or CHILDREN.stopping:
                 return _failed(pack, "the sweep was stopped while the pack trained: re-run to "
                                      "resume it from its packed checkpoint", start,
-                               trained=True)
+                               segment=segment)
             if rc != 0:
                 errors = [ln for ln in pack.train_log.read_text(errors="replace").splitlines()
                           if "error" in ln.lower()]
                 return _failed(pack, f"pack fairseq-train failed (exit {rc}): "
                                      f"{last_line(errors[-1] if errors else '')} "
-                                     f"(log: {pack.train_log})", start, trained=True)
+                                     f"(log: {pack.train_log})", start, segment=segment)
             done.touch()
         why = _unpack(pack, env)
         if why is not None:
-            return _failed(pack, f"pack {pack.name}: {why}", start, trained=True)
+            return _failed(pack, f"pack {pack.name}: {why}", start, segment=segment)
         for k, cell in enumerate(pack.cells):
             _run_files(pack, k, cell.run_dir(root))
     finally:
         for lock in locks:
             lock.release()
-    trained = record_wall(pack.dir, time.monotonic() - start)
+        trained = segment.close(time.monotonic() - start)  # after a _failed: its total
 
     def decode(cell):  # decoded and scored as an unpacked cell is: the pack's time added
         r = run_cell(cell, root, slot, recipe)

@@ -31,6 +31,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -119,6 +120,18 @@ class CellResult:
     accuracy: Optional[float] = None
 
 
+def _ledger_total(text: str) -> float:
+    """The seconds over every segment line (local time, seconds) of a ledger's text; a line
+    that is not a segment (edited by hand) is not counted."""
+    total = 0.0
+    for line in text.splitlines():
+        try:
+            total += float(line.split("\t")[1])
+        except (IndexError, ValueError):
+            continue
+    return total
+
+
 def record_wall(directory: str | os.PathLike, seconds: float) -> float:
     """Add one segment's wall time to ``directory``'s :data:`WALL_FILE` and return the total.
 
@@ -139,13 +152,73 @@ def record_wall(directory: str | os.PathLike, seconds: float) -> float:
     text = path.read_text() if path.exists() else ""
     text += f"{time.strftime('%Y-%m-%dT%H:%M:%S')}\t{seconds:.1f}\n"
     atomic_write_text(path, text)  # replaced whole: a kill leaves the old file or the new
-    total = 0.0
-    for line in text.splitlines():
-        try:
-            total += float(line.split("\t")[1])
-        except (IndexError, ValueError):
-            continue  # not a segment line (edited by hand): not counted
-    return total
+    return _ledger_total(text)
+
+
+#: seconds between two writes of a running segment's line (:class:`WallSegment`)
+WALL_BEAT_S = 30.0
+
+
+class WallSegment:
+    """The running segment of a run's (or pack's) wall-time ledger (:func:`record_wall`),
+    written while it runs.
+
+    A daemon thread writes the segment's line every ``beat`` seconds (the first after
+    ``beat`` seconds, by when a cell whose run directory another sweep holds has exited), so a
+    sweep killed outright (SIGKILL, a lost machine) leaves the segment counted to within
+    ``beat`` seconds instead of not at all.  :meth:`close` stops the thread and writes the
+    final time, or takes the segment's line back.
+
+    Args:
+        directory: the run or pack directory (created if missing).
+        start: the segment's start, in :func:`time.monotonic` seconds.
+        beat: seconds between two writes (default :data:`WALL_BEAT_S`).
+    """
+
+    def __init__(self, directory: str | os.PathLike, start: float,
+                 beat: Optional[float] = None):
+        self.path = Path(directory) / WALL_FILE
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.before = self.path.read_text() if self.path.exists() else ""
+        self.stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
+        self.start = start
+        self.written = False
+        self.total = 0.0
+        self._closed = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._beat, daemon=True,
+                                        args=(WALL_BEAT_S if beat is None else beat,))
+        self._thread.start()
+
+    def _write(self, seconds: float) -> float:
+        text = self.before + f"{self.stamp}\t{seconds:.1f}\n"
+        atomic_write_text(self.path, text)
+        self.written = True
+        return _ledger_total(text)
+
+    def _beat(self, beat: float) -> None:
+        while not self._closed.wait(beat):
+            with self._lock:
+                if not self._closed.is_set():
+                    self._write(time.monotonic() - self.start)
+
+    def close(self, seconds: Optional[float]) -> float:
+        """End the segment: write ``seconds`` as its time and return the total over all
+        segments, or, with ``None`` (it did not run the run: locked, or never started), take
+        its line back and return the total of the earlier segments."""
+        with self._lock:
+            if self._closed.is_set():
+                return self.total
+            self._closed.set()
+            if seconds is not None:
+                total = self._write(seconds)
+            else:
+                if self.written:
+                    atomic_write_text(self.path, self.before)
+                total = _ledger_total(self.before)
+            self.total = total
+        self._thread.join()
+        return total
 
 
 #: variables of the default recipe (``train_level.sh``) that a cell inherits from the sweep's
@@ -220,20 +293,25 @@ def run_cell(cell: Cell, root: str | os.PathLike, slot: Optional[dict] = None,
     run = cell.run_dir(root)
     run.mkdir(parents=True, exist_ok=True)
     log = run / "sweep.log"
-    with open(log, "a") as out:
-        command = " ".join(recipe_command(cell, root, recipe))
-        out.write(f"=== {time.strftime('%Y-%m-%dT%H:%M:%S')} {command}\n")
-        out.flush()
-        try:
-            p = CHILDREN.start(recipe_command(cell, root, recipe), env=env, stdout=out,
-                               stderr=subprocess.STDOUT)
-        except Stopping:
-            return CellResult(cell.name, "failed", "the sweep is stopping",
-                              time.monotonic() - start)
-        rc = CHILDREN.wait(p)
-    wall = time.monotonic() - start
-    if rc != LOCKED_EXIT:
-        wall = record_wall(run, wall)
+    segment, rc = WallSegment(run, start), None
+    try:
+        with open(log, "a") as out:
+            command = " ".join(recipe_command(cell, root, recipe))
+            out.write(f"=== {time.strftime('%Y-%m-%dT%H:%M:%S')} {command}\n")
+            out.flush()
+            try:
+                p = CHILDREN.start(recipe_command(cell, root, recipe), env=env, stdout=out,
+                                   stderr=subprocess.STDOUT)
+            except Stopping:
+                return CellResult(cell.name, "failed", "the sweep is stopping",
+                                  time.monotonic() - start)
+            rc = CHILDREN.wait(p)
+    finally:
+        wall = time.monotonic() - start
+        ran = rc is not None and rc != LOCKED_EXIT
+        total = segment.close(wall if ran else None)
+    if ran:
+        wall = total
     tail = last_line(log.read_text().split("=== ")[-1])
     if rc == LOCKED_EXIT:
         return CellResult(cell.name, "locked", tail, wall)
