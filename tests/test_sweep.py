@@ -122,6 +122,23 @@ def test_dry_run_of_the_whole_exp1_grid_builds_each_level_once(tmp_path, capsys)
     assert sum(ln.startswith("fairseq-entropy build exp1") for ln in out) == 35
 
 
+def test_dry_run_lists_only_the_data_commands_a_sweep_would_still_run(tmp_path, capsys):
+    """A binarized level is skipped, a built one only binarized (as prepare_data does)."""
+    cells = load_grid(GRIDS / "exp1.toml").cells(["exp1_cnn_authors"], [830], [1, 2.5, 3])
+    binarized, built, _ = cells
+    (binarized.databin(tmp_path)).mkdir(parents=True)
+    (binarized.databin(tmp_path) / "manifest.json").write_text("{}")
+    (built.build_dir(tmp_path) / built.level_name).mkdir(parents=True)
+    (built.build_dir(tmp_path) / built.level_name / "manifest.json").write_text("{}")
+    assert cli(["sweep", str(GRIDS / "exp1.toml"), "--dry-run", "--root", str(tmp_path),
+                "--device", "cpu", "--preset", "exp1_cnn_authors", "--seed", "830",
+                "--level", "1", "--level", "2.5", "--level", "3"]) == 0
+    out = [ln for ln in capsys.readouterr().out.splitlines() if not ln.startswith(("# c", "S"))]
+    assert out[1:] == [f"# data {binarized.databin(tmp_path)}: built (skipped)",
+                       *[" ".join(c) for c in sweep.data_commands(built, tmp_path)[1:]],
+                       *[" ".join(c) for c in sweep.data_commands(cells[2], tmp_path)]]
+
+
 def test_bad_grids_are_refused_with_file_and_fix(tmp_path):
     def grid(text):
         p = tmp_path / "g.toml"

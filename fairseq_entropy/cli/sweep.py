@@ -121,8 +121,11 @@ def run(args) -> None:
         for i, cell in enumerate(cells):
             if cell.data_key not in seen:
                 seen.add(cell.data_key)
-                for cmd in sweep.data_commands(cell, root):
+                pending = sweep.pending_data_commands(cell, root)
+                for cmd in pending:
                     print(" ".join(cmd))
+                if not pending:
+                    print(f"# data {cell.databin(root)}: built (skipped)")
             state = " (scored: skipped)" if sweep.scored(cell, root) is not None else ""
             env = {**{k: os.environ[k] for k in sweep.INHERITED_RECIPE_VARIABLES
                       if k in os.environ}, **sweep.cell_env(cell, slots[i % len(slots)])}

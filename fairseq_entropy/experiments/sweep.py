@@ -72,6 +72,17 @@ def data_commands(cell: Cell, root: str | os.PathLike) -> List[List[str]]:
     return [b, z]
 
 
+def pending_data_commands(cell: Cell, root: str | os.PathLike) -> List[List[str]]:
+    """The commands of :func:`data_commands` that :func:`prepare_data` would still run: none
+    once the binarized level is complete (its ``manifest.json``), only ``binarize`` once the
+    built level is."""
+    if (cell.databin(root) / "manifest.json").exists():
+        return []
+    build, binarize = data_commands(cell, root)
+    built = (cell.build_dir(root) / cell.level_name / "manifest.json").exists()
+    return [binarize] if built else [build, binarize]
+
+
 def prepare_data(cell: Cell, root: str | os.PathLike, env: Optional[dict] = None) -> Path:
     """Build and binarize a cell's level unless done; safe when cells run it concurrently.
 
@@ -89,10 +100,7 @@ def prepare_data(cell: Cell, root: str | os.PathLike, env: Optional[dict] = None
     with open(databin.parent / f".{databin.name}.lock", "w") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         if not (databin / "manifest.json").exists():
-            build, binarize = data_commands(cell, root)
-            steps = [binarize] if (cell.build_dir(root) / cell.level_name /
-                                   "manifest.json").exists() else [build, binarize]
-            for cmd in steps:
+            for cmd in pending_data_commands(cell, root):
                 # a child of the sweep's registry: a stopped sweep stops it too
                 p = CHILDREN.start([sys.executable, "-m", "fairseq_entropy.cli", *cmd[1:]],
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
