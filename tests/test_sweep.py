@@ -34,7 +34,8 @@ def test_every_paper_grid_expands():
     sizes = {"exp1_transformer_sinusoidal": 7 * 5, "exp1": 6 * 7 * 5,
              "exp1_train_size": 3 * 7 * 5, "exp2": 5 * 8 * 5, "beyond_paper": 4 * 7 * 5,
              "demo_cnn": 3 * 2, "exp1_cnn_authors": 7 * 5, "exp1_direction_cnn": 5 * 5,
-             "batch_pool_transformer": 7 * 5, "exp1_lm": 4 * 7 * 5, "exp2_lm": 3 * 8 * 5}
+             "batch_pool_transformer": 7 * 5, "exp1_lm": 4 * 7 * 5, "exp2_lm": 3 * 8 * 5,
+             "exp1_equivariant_decoder_input": 2 * 7 * 5}
     assert sorted(sizes) == sorted(p.stem for p in GRIDS.glob("*.toml"))  # every grid file
     for name, n in sizes.items():
         grid = load_grid(GRIDS / f"{name}.toml")
