@@ -172,13 +172,17 @@ def test_score_and_aggregate_cli(tmp_path, capsys):
                      "clause_accuracy": "0.875000", "correct_except_restricted_clause":
                      "0.250000", "chrf": rows[0]["chrf"], "bleu": "0.000000",
                      # exact match per conjunction: "jump and walk" is the one miss
-                     "accuracy_and": "0.500000", "accuracy_after": "1.000000"}]
+                     "accuracy_and": "0.500000", "accuracy_after": "1.000000",
+                     # "jump twice and jump" is the one command with a verb twice (right);
+                     # the miss is among the other three
+                     "accuracy_same_verb": "1.000000", "accuracy_different_verbs": "0.666667"}]
     assert 80 < float(rows[0]["chrf"]) < 100
     assert (out / "accuracy_vs_entropy.png").read_bytes()[:4] == b"\x89PNG"
     summary = list(csv.DictReader(open(out / "summary.tsv"), delimiter="\t"))
     assert [(r["mean"], r["clause_accuracy"], r["correct_except_restricted_clause"],
-             r["accuracy_and"], r["accuracy_after"]) for r in summary] == [
-        ("0.750000", "0.875000", "0.250000", "0.500000", "1.000000")]
+             r["accuracy_and"], r["accuracy_after"], r["accuracy_same_verb"],
+             r["accuracy_different_verbs"]) for r in summary] == [
+        ("0.750000", "0.875000", "0.250000", "0.500000", "1.000000", "1.000000", "0.666667")]
     # a second aggregate into the same --out: refused without --force, nothing touched
     before = {p.name: p.read_bytes() for p in out.iterdir()}
     (out / "fig_exp2.png").write_bytes(b"a figure of a curve no longer aggregated")

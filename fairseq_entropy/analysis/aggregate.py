@@ -156,8 +156,9 @@ def collect_scores(roots: Iterable[str | os.PathLike]) -> List[dict]:
                                  f"{', '.join(CHECKPOINT_LABELS)} --force")
             check_counts(rec, str(f))
             graded = dict(rec.get("graded") or {})
-            for conj, stats in (rec.get("by_conjunction") or {}).items():
-                graded[f"accuracy_{conj}"] = stats.get("accuracy")
+            for key in ("by_conjunction", "by_shared_verb"):
+                for name, stats in (rec.get(key) or {}).items():
+                    graded[f"accuracy_{name}"] = stats.get("accuracy")
             row = {**{c: rec.get(c) for c in RESULT_COLUMNS},
                    **{c: graded.get(c) for c in GRADED_COLUMNS}, "path": str(f)}
             sched = rec.get("schedule") if isinstance(rec.get("schedule"), dict) else {}

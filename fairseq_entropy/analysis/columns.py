@@ -34,12 +34,17 @@ PAPER_IS_ENCODER_DECODER = "paper value: the encoder-decoder (the paper has no d
 SCHEDULE_COLUMNS = ("schedule", "updates", "epochs", "preset_max_update", "preset_config")
 #: the schedule label of a score without a recorded schedule
 UNKNOWN_SCHEDULE = "unknown"
+#: the keys of ``score.json``'s ``by_shared_verb`` record: the test commands whose two clauses
+#: have the same verb, and the others
+SHARED_VERB_KEYS = ("same_verb", "different_verbs")
 #: graded metrics of ``score.json`` (its ``graded`` record) and the exact match of the
 #: commands of each conjunction (its ``by_conjunction`` record: ``accuracy_and``,
-#: ``accuracy_after``), carried into ``results.tsv`` and averaged over seeds in
-#: ``summary.tsv``; empty for score files written without them
+#: ``accuracy_after``) and of each :data:`SHARED_VERB_KEYS` subset (``by_shared_verb``:
+#: ``accuracy_same_verb``, ``accuracy_different_verbs``), carried into ``results.tsv`` and
+#: averaged over seeds in ``summary.tsv``; empty for score files written without them
 GRADED_COLUMNS = ("clause_accuracy", "correct_except_restricted_clause", "chrf", "bleu",
-                  *(f"accuracy_{c}" for c in CONJUNCTIONS))
+                  *(f"accuracy_{c}" for c in CONJUNCTIONS),
+                  *(f"accuracy_{k}" for k in SHARED_VERB_KEYS))
 #: what identifies a group of runs that differ only by their seed; ``results.tsv`` is sorted
 #: by these columns, then by seed
 GROUP_COLUMNS = ("experiment", "preset", "n_train", "level", "checkpoint", "schedule")

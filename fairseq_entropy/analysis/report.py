@@ -41,7 +41,8 @@ SUMMARY_COLUMNS = ("experiment", "preset", "n_train", "checkpoint", "schedule", 
                    "preset_max_update", "level", "entropy_bits",
                    "mean", "std", "n", "ci_low", "ci_high", "paper_mean", "paper_std", "diff",
                    "tolerance", "agree", "clause_accuracy", "correct_except_restricted_clause",
-                   "chrf", "bleu", "accuracy_and", "accuracy_after", "note")
+                   "chrf", "bleu", "accuracy_and", "accuracy_after", "accuracy_same_verb",
+                   "accuracy_different_verbs", "note")
 CURVE_COLUMNS = ("experiment", "model", "train_size", "checkpoint", "schedule", "levels",
                  "seeds", "rho", "k",
                  "h50", "h50_ci_low", "h50_ci_high", "h90", "h90_ci_low", "h90_ci_high",

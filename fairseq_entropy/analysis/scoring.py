@@ -27,7 +27,7 @@ from ..scan.databin import BinarizeError, read_mmap_sequences
 from ..scan.subword import SPM_MODEL, detokenize_sentencepiece
 from ..scan.grammar import CONJUNCTIONS, Grammar
 from ..scan.lm_format import LM_DICT, SEP
-from .columns import HELD_OUT_SLOT, ScoreError
+from .columns import HELD_OUT_SLOT, SHARED_VERB_KEYS, ScoreError
 from .metrics import graded_scores
 
 
@@ -162,7 +162,7 @@ def score_generate_output(path: str | os.PathLike) -> Tuple[List[Scored], dict]:
     by_shared = defaultdict(list)
     for r in rows:
         by_conj[r.conjunction].append(r)
-        by_shared["same_verb" if r.shared_verb else "different_verbs"].append(r)
+        by_shared[SHARED_VERB_KEYS[0] if r.shared_verb else SHARED_VERB_KEYS[1]].append(r)
     summary["by_conjunction"] = {k: acc(v) for k, v in sorted(by_conj.items())}
     summary["by_shared_verb"] = {k: acc(v) for k, v in sorted(by_shared.items())}
     return rows, summary
