@@ -64,6 +64,12 @@ def test_every_preset_expands_to_the_arguments_of_the_flat_file(tmp_path, monkey
     sizes = iter(())
     monkeypatch.setattr(presets_module, "train_size", lambda data_dir: next(sizes))
     checked = 0
+    # a deliberate change since the flat file: the invariant-input contrast trains as long as
+    # the model it is contrasted with (it had 20 epochs against exp1_equivariant's 30)
+    assert old["exp1_equivariant_invariant_input"]["epochs"] == 20
+    assert new["exp1_equivariant_invariant_input"]["epochs"] == \
+        new["exp1_equivariant"]["epochs"] == old["exp1_equivariant"]["epochs"] == 30
+    old["exp1_equivariant_invariant_input"]["epochs"] = 30
     for name, old_preset in old.items():
         assert new[name].get("model") == old_preset.get("model"), name
         assert new[name].get("experiment") == old_preset.get("experiment"), name
