@@ -471,15 +471,20 @@ def test_a_cell_ended_by_a_stop_signal_is_recorded_cancelled_not_failed(tmp_path
         f"{cells[0].name}\tdone\t0.500000\t3.0\t", f"{cells[1].name}\tcancelled\t\t4.0\t{reason}"]
 
 
+def record_segment(directory, seconds):
+    """One finished segment of ``directory``'s wall-time ledger; the total over all."""
+    return sweep.WallSegment(directory, time.monotonic()).close(seconds)
+
+
 def test_wall_time_of_a_run_adds_every_segment(tmp_path):
     run = tmp_path / "run"
-    assert sweep.record_wall(run, 12.5) == 12.5
-    assert sweep.record_wall(run, 30.0) == 42.5
+    assert record_segment(run, 12.5) == 12.5
+    assert record_segment(run, 30.0) == 42.5
     assert (run / sweep.WALL_FILE).read_text().count("\n") == 2
     with open(run / sweep.WALL_FILE, "a") as f:
         f.write("a line edited by hand\n")
-    assert sweep.record_wall(run, 1.0) == 43.5  # the hand-written line is not counted
-    assert sweep.record_wall(tmp_path / "fresh", 2.0) == 2.0  # a new run starts from zero
+    assert record_segment(run, 1.0) == 43.5  # the hand-written line is not counted
+    assert record_segment(tmp_path / "fresh", 2.0) == 2.0  # a new run starts from zero
 
 
 def test_a_running_segment_is_on_the_ledger_before_it_ends(tmp_path, monkeypatch):
@@ -487,7 +492,7 @@ def test_a_running_segment_is_on_the_ledger_before_it_ends(tmp_path, monkeypatch
     beat; a segment that did not run the run is taken back; a second close changes nothing."""
     monkeypatch.setattr(sweep, "WALL_BEAT_S", 0.05)
     run = tmp_path / "run"
-    sweep.record_wall(run, 10.0)
+    record_segment(run, 10.0)
     start = time.monotonic()
     segment = sweep.WallSegment(run, start)
     time.sleep(0.4)

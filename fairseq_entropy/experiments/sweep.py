@@ -118,7 +118,7 @@ def prepare_data(cell: Cell, root: str | os.PathLike, env: Optional[dict] = None
 class CellResult:
     """Outcome of one cell: ``status`` in :data:`STATUSES`, ``reason`` (failed, locked and
     cancelled cells), wall time in seconds (once the cell's training began: every sweep
-    segment that ran its run, a resumed run included, :func:`record_wall`) and the accuracy of
+    segment that ran its run, a resumed run included, :class:`WallSegment`) and the accuracy of
     the last checkpoint (None if unscored)."""
 
     cell: str
@@ -140,36 +140,18 @@ def _ledger_total(text: str) -> float:
     return total
 
 
-def record_wall(directory: str | os.PathLike, seconds: float) -> float:
-    """Add one segment's wall time to ``directory``'s :data:`WALL_FILE` and return the total.
-
-    A run killed and resumed by a later sweep is one run: its wall time is the sum of the
-    segments (one line each: local time, seconds).  The file lives in the run (or pack)
-    directory, so a run started afresh in a new directory starts from zero; it is replaced
-    whole, so a kill never leaves half a line.
-
-    Args:
-        directory: the run or pack directory (created if missing).
-        seconds: this segment's wall time.
-
-    Returns:
-        The directory's wall time over all its segments, in seconds.
-    """
-    path = Path(directory) / WALL_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = path.read_text() if path.exists() else ""
-    text += f"{time.strftime('%Y-%m-%dT%H:%M:%S')}\t{seconds:.1f}\n"
-    atomic_write_text(path, text)  # replaced whole: a kill leaves the old file or the new
-    return _ledger_total(text)
-
-
 #: seconds between two writes of a running segment's line (:class:`WallSegment`)
 WALL_BEAT_S = 30.0
 
 
 class WallSegment:
-    """The running segment of a run's (or pack's) wall-time ledger (:func:`record_wall`),
-    written while it runs.
+    """The running segment of a run's (or pack's) wall-time ledger, :data:`WALL_FILE` in its
+    directory, written while it runs.
+
+    A run killed and resumed by a later sweep is one run: its wall time is the sum of the
+    segments (one line each: local time, seconds; a line edited by hand is not counted).  The
+    file lives in the run (or pack) directory, so a run started afresh in a new directory
+    starts from zero; it is replaced whole, so a kill never leaves half a line.
 
     A daemon thread writes the segment's line every ``beat`` seconds (the first after
     ``beat`` seconds, by when a cell whose run directory another sweep holds has exited), so a
@@ -200,7 +182,7 @@ class WallSegment:
 
     def _write(self, seconds: float) -> float:
         text = self.before + f"{self.stamp}\t{seconds:.1f}\n"
-        atomic_write_text(self.path, text)
+        atomic_write_text(self.path, text)  # replaced whole: a kill leaves the old or the new
         self.written = True
         return _ledger_total(text)
 
@@ -213,7 +195,8 @@ class WallSegment:
     def close(self, seconds: Optional[float]) -> float:
         """End the segment: write ``seconds`` as its time and return the total over all
         segments, or, with ``None`` (it did not run the run: locked, or never started), take
-        its line back and return the total of the earlier segments."""
+        its line back and return the total of the earlier segments.  A second call changes
+        nothing and returns the first one's total."""
         with self._lock:
             if self._closed.is_set():
                 return self.total
