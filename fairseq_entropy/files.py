@@ -22,8 +22,10 @@ import json.scanner
 import os
 import re
 import shutil
+import signal
 import socket
 import tempfile
+import threading
 from pathlib import Path
 from typing import Iterator, List, Tuple
 
@@ -269,6 +271,38 @@ class OutputError(DataFormatError, OSError):
     the message names the user's path, never the temporary name written first."""
 
 
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def stop_signals_deferred() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM back for the duration of the block (main thread only).
+
+    A stop signal that arrives inside the block is recorded and raised again, to the handler
+    that was in place, when the block ends; so its exception (``KeyboardInterrupt``, or a CLI's
+    stop exception) comes at the block's end rather than between two statements that must not
+    be separated, such as creating a temporary file and recording its name for cleanup.  The
+    deferral replaces the Python-level handlers rather than the thread's signal mask, since the
+    kernel may hand a process-directed signal to any thread that does not block it.  Outside the
+    main thread (where handlers cannot be set, and Python runs none) the block runs unchanged,
+    as it does when a handler was installed outside Python.
+    """
+    if threading.current_thread() is not threading.main_thread() or \
+            any(signal.getsignal(s) is None for s in _STOP_SIGNALS):
+        yield
+        return
+    pending: List[int] = []
+    old = {s: signal.signal(s, lambda signum, _frame: pending.append(signum))
+           for s in _STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+        for s in dict.fromkeys(pending):
+            signal.raise_signal(s)
+
+
 def _write_error(path: Path, e: OSError) -> OutputError:
     """:class:`OutputError` for a failed write of ``path`` (through a temporary name)."""
     reason = e.strerror or str(e)
@@ -298,18 +332,21 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
         raise DataFormatError(f"{path} is a directory, not a file. Fix: choose another output "
                               "path, or remove the directory")
     remove_stale_partials(path)
+    tmp = None
     try:
-        fd, tmp = tempfile.mkstemp(prefix=_partial_prefix(path.name), dir=path.parent)
-    except OSError as e:
-        raise _write_error(path, e) from e
-    try:
-        with os.fdopen(fd, "wb") as f:
+        # a stop signal between creating the file and naming it in ``tmp`` would leave it behind
+        with stop_signals_deferred():
+            fd, tmp = tempfile.mkstemp(prefix=_partial_prefix(path.name), dir=path.parent)
+            f = os.fdopen(fd, "wb")
+        with f:
             f.write(data)
         os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException as e:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        if tmp is not None:
+            with stop_signals_deferred():
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
         if isinstance(e, OSError):
             raise _write_error(path, e) from e
         raise
@@ -340,10 +377,17 @@ def atomic_directory(dest: str | os.PathLike):
         raise DataFormatError(f"{dest} is a file, not a directory. Fix: choose another output "
                               "directory, or remove the file")
     remove_stale_partials(dest)
+    tmp = None
     try:
-        tmp = Path(tempfile.mkdtemp(prefix=_partial_prefix(dest.name), dir=dest.parent))
+        # a stop signal between creating the directory and naming it in ``tmp`` would leave it
+        with stop_signals_deferred():
+            tmp = Path(tempfile.mkdtemp(prefix=_partial_prefix(dest.name), dir=dest.parent))
     except OSError as e:
         raise _write_error(dest, e) from e
+    except BaseException:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        raise
     try:
         os.chmod(tmp, 0o777 & ~_umask())
         yield tmp
@@ -351,7 +395,8 @@ def atomic_directory(dest: str | os.PathLike):
             shutil.rmtree(dest)
         os.replace(tmp, dest)
     except BaseException as e:
-        shutil.rmtree(tmp, ignore_errors=True)
+        with stop_signals_deferred():
+            shutil.rmtree(tmp, ignore_errors=True)
         # an OSError naming the temporary directory is reported under the user's path
         if isinstance(e, OSError) and e.filename is not None and \
                 str(e.filename).startswith(str(tmp)):

@@ -3,12 +3,14 @@ be written: the error names the missing levels, the differing fields, the user's
 import errno
 import json
 import os
+import signal
 import tempfile
 
 import pytest
 
 from fairseq_entropy.cli import main as cli
-from fairseq_entropy.files import OutputError, atomic_directory, atomic_write_text
+from fairseq_entropy.files import (OutputError, atomic_directory, atomic_write_text,
+                                   stop_signals_deferred)
 from fairseq_entropy.scan import manifests
 from fairseq_entropy.scan.build_requests import request_exp1
 from fairseq_entropy.scan.grammar import Grammar
@@ -111,3 +113,38 @@ def test_a_read_only_output_folder_is_named(tmp_path, capsys):
         assert str(ro) in line and ".partial." not in line
     finally:
         ro.chmod(0o755)
+
+
+@pytest.mark.parametrize("kind", ["directory", "file"])
+def test_a_stop_signal_just_after_the_temporary_name_is_made_leaves_nothing(kind, tmp_path,
+                                                                            monkeypatch):
+    """SIGINT delivered the instant mkdtemp/mkstemp has created the temporary entry (before it
+    returns) is held back until the name is recorded, so the cleanup removes it."""
+    make = "mkdtemp" if kind == "directory" else "mkstemp"
+    real = getattr(tempfile, make)
+
+    def make_then_interrupt(*args, **kwargs):
+        made = real(*args, **kwargs)
+        os.kill(os.getpid(), signal.SIGINT)  # the default handler raises KeyboardInterrupt
+        return made
+
+    monkeypatch.setattr(tempfile, make, make_then_interrupt)
+    dest = tmp_path / "out"
+    with pytest.raises(KeyboardInterrupt):
+        if kind == "directory":
+            with atomic_directory(dest) as tmp:
+                (tmp / "x").write_text("never reached\n")
+        else:
+            atomic_write_text(dest, "never reached\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_stop_signals_deferred_delivers_the_signal_at_the_end_of_the_block():
+    events, before = [], signal.getsignal(signal.SIGINT)
+    with pytest.raises(KeyboardInterrupt):
+        with stop_signals_deferred():
+            os.kill(os.getpid(), signal.SIGINT)
+            events.append("after kill")  # reached: the signal is held back
+        events.append("after block")  # not reached: delivered as the block ends
+    assert events == ["after kill"]
+    assert signal.getsignal(signal.SIGINT) is before
