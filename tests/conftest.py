@@ -27,7 +27,7 @@ def scan_reference():
 def drawn(monkeypatch):
     """Every figure the report module draws, as {file name: matplotlib figure}, kept open
     instead of written to a PNG."""
-    from fairseq_entropy.analysis import report
+    from fairseq_entropy.analysis import figures as figure_module
 
     figures = {}
 
@@ -36,7 +36,7 @@ def drawn(monkeypatch):
         figures[Path(path).name] = fig
         return Path(path)
 
-    monkeypatch.setattr(report, "_save_png", keep)
+    monkeypatch.setattr(figure_module, "_save_png", keep)
     return figures
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from scipy.stats import spearmanr
 
+from fairseq_entropy.analysis import figures, report
 from fairseq_entropy.analysis.aggregate import aggregate
 
 REPO = Path(__file__).resolve().parents[1]
@@ -74,3 +75,55 @@ def test_reaggregation_is_stable(aggregated):
     assert res["spearman"] == again["spearman"]
     assert res["agreement"] == again["agreement"]
     assert (out / "first" / "accuracy_vs_entropy.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_figures_draw_one_checkpoint_when_there_is_no_last(tmp_path, monkeypatch):
+    """Only best and test-loss scores: the figures draw the best checkpoint (the fixed order
+    last, best, test-loss) and say so; test-loss stays in the tables."""
+    import json
+    given = []
+
+    def keep(cells, paper_rows, name, path, *args, title=None, **kwargs):
+        given.append((name, list(cells), title))
+        return Path(path)
+
+    monkeypatch.setattr(report, "plot_figure", keep)
+    runs = tmp_path / "runs"
+    for level, bits, best, test_loss in (("entropy_0.0", 0.0, 0.1, 0.0),
+                                         ("entropy_1.5", 1.5, 0.9, 0.2),
+                                         ("entropy_3.0", 3.0, 0.95, 0.3)):
+        for seed in (1, 2):
+            for ckpt, acc in (("best", best), ("test-loss", test_loss)):
+                d = runs / f"seed{seed}" / level / ckpt
+                d.mkdir(parents=True)
+                (d / "score.json").write_text(json.dumps({
+                    "experiment": "exp1", "preset": "exp1_cnn", "model": "cnn",
+                    "n_train": 6000, "level": level, "entropy_bits": bits,
+                    "checkpoint": ckpt, "seed": seed, "data_seed": 1, "accuracy": acc}))
+    res = aggregate([runs], tmp_path / "out")
+    assert [name for name, _, _ in given] == ["exp1", "overview"]
+    for name, cells, title in given:
+        assert {c["checkpoint"] for c in cells} == {"best"}
+        assert [(c["level"], c["mean"]) for c in cells] == [
+            ("entropy_0.0", pytest.approx(0.1)), ("entropy_1.5", pytest.approx(0.9)),
+            ("entropy_3.0", pytest.approx(0.95))]
+        # one line in its panel, of three cells
+        assert [len(line) for line in figures.lines_of(cells).values()] == [3]
+    assert given[1][2] == "Accuracy against entropy, every curve (best checkpoint)"
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "Figures: the best checkpoint; the tables below also hold the test-loss " \
+        "checkpoint(s), not drawn." in md
+    assert {r["checkpoint"] for r in read_tsv(res["summary"])} == {"best", "test-loss"}
+
+
+def test_a_panel_of_two_checkpoints_is_two_lines():
+    """Cells of two checkpoints handed to the figure function are never one line."""
+    cells = [{"experiment": "exp1", "model": "exp1_cnn", "train_size": 6000, "level": lvl,
+              "checkpoint": ckpt, "schedule": "unknown", "entropy_bits": h, "mean": 0.5,
+              "n": 1} for ckpt in ("test-loss", "best") for lvl, h in
+             (("entropy_3.0", 3.0), ("entropy_0.0", 0.0))]
+    lines = figures.lines_of(cells)
+    assert [(key[-1], [c["entropy_bits"] for c in rs]) for key, rs in lines.items()] == [
+        ("best", [0.0, 3.0]), ("test-loss", [0.0, 3.0])]
+    assert figures.drawn_checkpoint(cells) == "best"
+    assert figures.drawn_checkpoint(cells + [dict(cells[0], checkpoint="last")]) == "last"

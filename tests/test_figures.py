@@ -5,7 +5,7 @@ from pathlib import Path
 
 from matplotlib.colors import to_rgba
 
-from fairseq_entropy.analysis import report
+from fairseq_entropy.analysis import figures
 from fairseq_entropy.analysis.aggregate import aggregate
 
 REPO = Path(__file__).resolve().parents[1]
@@ -59,6 +59,6 @@ def test_three_seed_figures_draw_the_ci(tmp_path, drawn):
 
 
 def test_seeds_label():
-    assert report._seeds_label([1], False) == "1 seed"
-    assert report._seeds_label([2], True) == "2 seeds, 95% CI"
-    assert report._seeds_label([1, 3], True) == "1-3 seeds per level, 95% CI where >= 2"
+    assert figures._seeds_label([1], False) == "1 seed"
+    assert figures._seeds_label([2], True) == "2 seeds, 95% CI"
+    assert figures._seeds_label([1, 3], True) == "1-3 seeds per level, 95% CI where >= 2"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from fairseq_entropy.analysis.aggregate import collect_scores, read_results_tsv
+from fairseq_entropy.analysis.aggregate import aggregate, collect_scores, read_results_tsv
 from fairseq_entropy.analysis.columns import ScoreError
 from fairseq_entropy.cli import main as cli
 from fairseq_entropy.errors import DataFormatError
@@ -163,6 +163,146 @@ def test_no_scores_says_what_was_searched_with_a_fix(tmp_path, capsys):
     assert f"no result rows in {hdr} (a header only)" in line and "score.json" not in \
         line.split("Fix:")[0]
     assert not (tmp_path / "x").exists()
+
+
+# ------------------------------------------------------- one run twice, cells that mix
+COGS_SCHEDULE = {"max_update": 100, "train_args_sha256": "ab" * 32, "updates": 100}
+
+
+def cogs_score(path: Path, seed: int, accuracy: float, cases: bool = True) -> Path:
+    extra = {"by_case": {"obj_to_subj_common": {"accuracy": accuracy, "n": 1000}},
+             "by_case_type": {"lexical": {"accuracy": accuracy, "n": 1000}}} if cases else {}
+    return score(path, experiment="cogs", preset="cogs_transformer_sinusoidal",
+                 model="transformer_sinusoidal", n_train=24155, level="cogs",
+                 entropy_bits=None, seed=seed, accuracy=accuracy, split="gen",
+                 schedule=COGS_SCHEDULE, **extra)
+
+
+def results_seeds(path: Path):
+    lines = path.read_text().splitlines()
+    seed = lines[0].split("\t").index("seed")
+    return sorted(int(line.split("\t")[seed]) for line in lines[1:])
+
+
+def test_an_earlier_results_tsv_beside_its_cogs_runs_is_refused(tmp_path, capsys):
+    """COGS rows get the duplicate check too: following "to add runs, pass its results.tsv"
+    but passing the old run directories again would put each seed in twice."""
+    runs = tmp_path / "runs"
+    cogs_score(runs / "seed1" / "gen-last", 1, 0.8)
+    cogs_score(runs / "seed2" / "gen-last", 2, 0.6)
+    first = tmp_path / "first"
+    assert cli(["aggregate", str(runs), "--out", str(first)]) == 0
+    assert results_seeds(first / "results.tsv") == [1, 2]
+    capsys.readouterr()
+    second = tmp_path / "second"
+    assert cli(["aggregate", str(first / "results.tsv"), str(runs), "--out", str(second)]) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert f"{runs / 'seed1' / 'gen-last' / 'score.json'} and {first / 'results.tsv'}:2 are " \
+        "both seed 1 of {'experiment': 'cogs+gen'" in line
+    assert "Fix: pass either the earlier results.tsv or the run directories" in line
+    assert not second.exists()
+    # adding a run the right way: the earlier results.tsv and only the new run directory
+    new = tmp_path / "new"
+    cogs_score(new / "seed3" / "gen-last", 3, 0.7)
+    assert cli(["aggregate", str(first / "results.tsv"), str(new), "--out", str(second)]) == 0
+    assert results_seeds(second / "results.tsv") == [1, 2, 3]
+    # a copied COGS run directory (here without its per-case tables) is the same run twice
+    cogs_score(runs / "copy" / "gen-last", 1, 0.8, cases=False)
+    assert cli(["aggregate", str(runs), "--out", str(tmp_path / "third")]) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert "are both seed 1 of {'experiment': 'cogs+gen'" in line
+    assert "Fix: aggregate only one of them" in line
+    assert not (tmp_path / "third").exists()
+
+
+EXP2 = dict(experiment="exp2", preset="exp2_cnn_authors", model="cnn_authors",
+            level="support_4", entropy_bits=2.0,
+            schedule={"max_update": 2000, "train_args_sha256": "cd" * 32, "updates": 2000})
+
+
+def test_exp2_runs_on_training_sets_of_different_sizes_are_never_one_cell(tmp_path, capsys):
+    """Experiment 2's cell has no N (it grows with the support): seeds built with another
+    --valid-fraction (23464 and 19760 training commands) are refused, not averaged."""
+    runs = tmp_path / "runs"
+    a = score(runs / "seed1", seed=1, data_seed=1, n_train=23464, accuracy=0.95, **EXP2)
+    b = score(runs / "seed2", seed=2, data_seed=2, n_train=19760, accuracy=0.40, **EXP2)
+    assert cli(["aggregate", str(runs), "--out", str(tmp_path / "out")]) == 2
+    line = one_error_line(capsys.readouterr().err)
+    # rows are sorted by n_train: the 19760 run is the cell's first, the other named first
+    assert f"{a} (n_train 23464) and {b} (n_train 19760) are runs of one cell, exp2 " \
+        "exp2_cnn_authors support_4 last, trained on different training sets" in line
+    assert "Fix: aggregate the runs of each build apart" in line
+    assert not (tmp_path / "out").exists()
+    # the report alone refuses them too, before writing summary.tsv
+    from fairseq_entropy.analysis.report import write_report
+    with pytest.raises(ScoreError, match="trained on different training sets"):
+        write_report(collect_scores([runs]), tmp_path / "rep")
+    assert not (tmp_path / "rep" / "summary.tsv").exists()
+    # one build: the printed table and summary.tsv give the same N, the mean of both seeds
+    score(runs / "seed2", seed=2, data_seed=2, n_train=23464, accuracy=0.40, **EXP2)
+    assert cli(["aggregate", str(runs), "--out", str(tmp_path / "out")]) == 0
+    table = [ln.split() for ln in capsys.readouterr().out.splitlines()
+             if ln.startswith("exp2 ")]
+    assert [(t[2], t[6], t[8]) for t in table] == [("23464", "0.6750", "2")]
+    summary = (tmp_path / "out" / "summary.tsv").read_text().splitlines()
+    head = summary[0].split("\t")
+    (cell,) = [dict(zip(head, ln.split("\t"))) for ln in summary[1:]]
+    assert (cell["n_train"], cell["n"]) == ("23464", "2")
+    assert float(cell["mean"]) == pytest.approx((0.95 + 0.40) / 2)
+
+
+def test_a_run_with_and_without_its_schedule_is_refused(tmp_path, capsys):
+    """An older results.tsv (no schedule columns) beside the same run re-scored with its
+    schedule would put seed 1 in two cells, "unknown" and "max_update=4500 ..."."""
+    old = tmp_path / "old_results.tsv"
+    old.write_text("experiment\tpreset\tmodel\tn_train\tlevel\tentropy_bits\tcheckpoint\t"
+                   "seed\tdata_seed\taccuracy\n"
+                   "exp1\texp1_cnn\tcnn\t6000\tentropy_1.5\t1.500000\tlast\t1\t1\t0.25\n")
+    sched = {"max_update": 4500, "train_args_sha256": "ef" * 32, "updates": 4500}
+    new = score(tmp_path / "runs" / "seed1", schedule=sched)
+    assert cli(["aggregate", str(old), str(tmp_path / "runs"), "--out",
+                str(tmp_path / "out")]) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert f"{old}:2 (schedule unknown) and {new} (schedule max_update=4500 args=efefefef) " \
+        "are both seed 1 of exp1 exp1_cnn N=6000 entropy_1.5 last" in line
+    assert not (tmp_path / "out").exists()
+    # another seed of the older aggregate is no conflict: two cells, one seed each
+    score(tmp_path / "runs" / "seed1", seed=2, schedule=sched)
+    assert cli(["aggregate", str(old), str(tmp_path / "runs"), "--out",
+                str(tmp_path / "out")]) == 0
+    assert results_seeds(tmp_path / "out" / "results.tsv") == [1, 2]
+
+
+def test_a_curve_row_without_entropy_is_refused_or_left_off_the_curve(tmp_path, capsys):
+    """exp1 and exp2 levels always record their entropy: a score without it is refused with
+    its file; a SCAN split without a controlled slot (no entropy) gets a row in summary.tsv
+    and no point on a curve, instead of a TypeError."""
+    bad = score(tmp_path / "exp1" / "a", entropy_bits=None)
+    assert cli(["aggregate", str(tmp_path / "exp1"), "--out", str(tmp_path / "o1")]) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert line.endswith(f"error: {bad}: entropy_bits = None, but it must be the measured "
+                         "entropy of the level in bits (every exp1 and exp2 level records it;"
+                         " its curve needs it). Fix: score again with fairseq-entropy score "
+                         "--data LEVEL_DIR --preset NAME --seed S --checkpoint last|best "
+                         "--force (or restore the file's value)")
+    scan = dict(experiment="scan", preset="scan_cnn")
+    for lvl, h, seed, acc in (("addprim_jump", None, 1, 0.1), ("simple", 2.5, 1, 0.9),
+                              ("length", 1.0, 1, 0.2), ("around_right", 2.0, 1, 0.6)):
+        score(tmp_path / "scan" / lvl, level=lvl, entropy_bits=h, seed=seed, accuracy=acc,
+              **scan)
+    res = aggregate([tmp_path / "scan"], tmp_path / "o2")
+    lines = (tmp_path / "o2" / "summary.tsv").read_text().splitlines()
+    head = lines[0].split("\t")
+    cells = {c["level"]: c for c in (dict(zip(head, ln.split("\t"))) for ln in lines[1:])}
+    assert cells["addprim_jump"]["entropy_bits"] == "" and cells["addprim_jump"]["agree"] \
+        == "n/a" and float(cells["addprim_jump"]["mean"]) == pytest.approx(0.1)
+    assert "no entropy recorded" in cells["addprim_jump"]["note"]
+    # the curve holds the three splits with an entropy: rho of (1.0, 2.0, 2.5) vs
+    # (0.2, 0.6, 0.9) is 1
+    curves = (tmp_path / "o2" / "curves.tsv").read_text().splitlines()
+    (curve,) = [dict(zip(curves[0].split("\t"), ln.split("\t"))) for ln in curves[1:]]
+    assert (curve["levels"], float(curve["rho"])) == ("3", 1.0)
+    assert res["spearman"][("scan", "scan_cnn", 6000, "last", "unknown")] == 1.0
 
 
 # ------------------------------------------------------------- JSON repeated keys

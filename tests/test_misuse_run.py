@@ -5,6 +5,7 @@ an unknown architecture, a checkpoint that is not one, a file where a run direct
 the recipe's variables, and a decode that was cut off."""
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -15,7 +16,10 @@ import pytest
 from fairseq_entropy.analysis.columns import ScoreError
 from fairseq_entropy.analysis.scoring import check_sources
 from fairseq_entropy.cli import main as cli
+from fairseq_entropy.experiments import sweep
+from fairseq_entropy.experiments.grids import Cell
 from fairseq_entropy.experiments.presets import load_presets, train_args, train_args_sha256
+from fairseq_entropy.experiments.rerun import NotTheRunsScore, scored
 from fairseq_entropy.experiments.run import ScheduleChanged, run_level
 from _toy import tiny_level  # noqa: E402
 
@@ -142,6 +146,44 @@ def test_a_scored_run_refuses_other_data_or_seed(scored_run, databin, tmp_path, 
     assert cli(["run", "exp1_cnn_authors", str(databin), str(scored_run), "--max-update", "3",
                 *RUN]) == 0
     assert "already scored" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("fields, what, folder", [
+    ({"checkpoint": "best"}, "checkpoint 'best', not 'last'", "best"),
+    ({"split": "valid"}, "split 'valid', not 'test'", "valid"),
+    ({"test_sample": {"n": 20, "split_size": 1000}},
+     "a sample of 20 test sentences (test_sample), not the whole split", "sample"),
+])
+def test_a_last_score_of_another_checkpoint_split_or_sample_is_not_the_runs_score(
+        fields, what, folder, tmp_path, capsys):
+    """``score generate-best.txt --out RUN/last`` (or ``--split valid``, or a sample's
+    score) in ``last/score.json`` is refused by ``run`` and fails the sweep's cell, naming
+    the file: it is neither reported as the run's accuracy nor decoded over."""
+    root = tmp_path / "root"
+    cell = Cell("exp1", "exp1_cnn_authors", "cnn", 6000, 1, 1.5)
+    run = cell.run_dir(root)
+    (run / "last").mkdir(parents=True)
+    path = run / "last" / "score.json"
+    rec = {"experiment": "exp1", "preset": "exp1_cnn_authors", "model": "cnn",
+           "level": "entropy_1.5", "checkpoint": "last", "split": "test", "seed": 1,
+           "data_seed": 1, "accuracy": 0.25}
+    path.write_text(json.dumps(rec))
+    # the run's own score counts: the cell is skipped with its accuracy
+    assert scored(run) == 0.25
+    got = sweep.run_cell(cell, root, {}, "unused.sh")
+    assert (got.status, got.accuracy) == ("skipped", 0.25)
+    path.write_text(json.dumps(dict(rec, **fields)))
+    before = sorted(p.relative_to(run) for p in run.rglob("*")), path.read_bytes()
+    fix = f"Fix: move the folder {run / 'last'} away (e.g. to {run / folder})"
+    with pytest.raises(NotTheRunsScore, match=re.escape(f"{path} records {what}:")):
+        scored(run)
+    got = sweep.run_cell(cell, root, {}, "unused.sh")
+    assert (got.status, got.accuracy) == ("failed", None)
+    assert got.reason.startswith(f"{path} records {what}:") and fix in got.reason
+    assert cli(["run", "exp1_cnn_authors", str(cell.databin(root)), str(run), *RUN]) == 2
+    line = error_line(capsys)
+    assert f"{path} records {what}:" in line and fix in line
+    assert (sorted(p.relative_to(run) for p in run.rglob("*")), path.read_bytes()) == before
 
 
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="this machine has a GPU")

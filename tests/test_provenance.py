@@ -12,9 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from fairseq_entropy.analysis.aggregate import collect_scores
 from fairseq_entropy.analysis.checkpoint_labels import check_selection, selection_label
-from fairseq_entropy.analysis.provenance import (check_training_data, read_checkpoint_info,
-                                                 schedule_record)
+from fairseq_entropy.analysis.provenance import check_training_data, read_checkpoint_info
+from fairseq_entropy.analysis.schedules import (schedule_label, schedule_record,
+                                                training_finished)
+from fairseq_entropy.analysis.statistics import summarize
 from fairseq_entropy.cli import main as cli
 from fairseq_entropy.errors import UserError
 from fairseq_entropy.experiments.grids import Cell, Schedule
@@ -113,8 +116,24 @@ def test_without_the_checkpoint_the_decodes_log_holds_the_record(trained, tmp_pa
                 "--preset", PRESET, "--seed", "3"]) == 0
     rec = json.loads((tmp_path / "b" / "score.json").read_text())
     assert rec["training_data_check"] == "verified: the data's manifest.json is the one the " \
-        f"checkpoint record in {moved / 'generate-last.log'} was trained on"
+        f"checkpoint record in {moved / 'generate-last.log'} was trained on; preset {PRESET} " \
+        f"verified by its arguments' hash, seed 3 taken as given (not in " \
+        f"{moved / 'generate-last.log'})"
     assert rec["schedule"]["max_update"] == 4 and rec["schedule"]["updates"] == 4
+    # the log's record holds the arguments' hash: another preset of the experiment is refused,
+    # and without --preset the hash finds the run's
+    other = next(n for n, p in load_presets().items()
+                 if p.get("experiment") == "exp1" and n != PRESET)
+    capsys.readouterr()
+    assert cli(["score", str(gen), "--out", str(tmp_path / "w"), "--data", str(bin3),
+                "--preset", other, "--seed", "3"]) == 2
+    err = capsys.readouterr().err
+    assert f"--preset {other} gives other fairseq-train arguments" in err
+    assert f"than the checkpoint record in {moved / 'generate-last.log'} records" in err
+    assert not (tmp_path / "w").exists()
+    assert cli(["score", str(gen), "--out", str(tmp_path / "h"), "--data", str(bin3),
+                "--seed", "3"]) == 0
+    assert json.loads((tmp_path / "h" / "score.json").read_text())["preset"] == PRESET
     # neither checkpoint nor log: refused, unless --unverified says to trust the options
     (moved / "generate-last.log").unlink()
     capsys.readouterr()
@@ -296,6 +315,33 @@ def test_score_refuses_a_checkpoint_label_that_the_files_contradict(trained, tmp
     assert not (tmp_path / "s").exists()
 
 
+@pytest.mark.parametrize("loaded, options, message", [
+    # a decode whose name has no label is scored as last, unless its log names the best
+    ("checkpoint_best.pt", [], "the best checkpoint, but the checkpoint label is last. Fix: "
+                               "pass --checkpoint best (or test-loss)"),
+    ("checkpoint_last.pt", ["--checkpoint", "best"],
+     "the last checkpoint, but the checkpoint label is best. Fix: pass --checkpoint last"),
+])
+def test_score_refuses_a_label_that_the_decodes_log_contradicts(trained, tmp_path, capsys,
+                                                                loaded, options, message):
+    run = trained["run"]
+    gen = tmp_path / "decode.txt"
+    shutil.copy(run / "generate-last.txt", gen)
+    path = run / "checkpoints" / loaded
+    # fairseq-generate's own line, as its log (generate-<label>.log, decode.log) keeps it
+    (tmp_path / "decode.log").write_text(
+        f"2026-12-04 10:00:00 | INFO | fairseq_cli.generate | loading model(s) from {path}\n")
+    assert cli(["score", str(gen), "--out", str(tmp_path / "s"), "--data",
+                str(trained["bin3"]), *options]) == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'decode.log'} says the decode loaded {path}, " + message in err, err
+    assert not (tmp_path / "s").exists()
+    # the log agreeing with the label: scored
+    assert cli(["score", str(gen), "--out", str(tmp_path / "s"), "--data",
+                str(trained["bin3"]), "--path", str(path), "--checkpoint",
+                "last" if loaded == "checkpoint_last.pt" else "best"]) == 0
+
+
 def test_score_takes_the_checkpoint_label_from_the_decodes_name(trained, tmp_path):
     run = trained["run"]
     gen = tmp_path / "generate-best.txt"
@@ -346,3 +392,42 @@ def test_a_malformed_logged_checkpoint_record_is_a_data_error(tmp_path, record, 
     good = '{"training": {"updates": 9, "epoch_state": [2, 0], "level": "entropy_1.5"}}'
     log.write_text(f"2026 | INFO | {RECORD_MARK}{good}\n")
     assert read_generate_log(log)["updates"] == 9
+
+
+@pytest.mark.parametrize("schedule,finished", [
+    ({"max_update": 300, "max_epoch": 0, "updates": 300, "epochs": 10.0}, True),
+    ({"max_update": 300, "max_epoch": 0, "updates": 100, "epochs": 3.333}, False),
+    # an epoch limit reached before max_update (fairseq stops at whichever comes first)
+    ({"max_update": 300, "max_epoch": 5, "updates": 150, "epochs": 5.0}, True),
+    ({"max_update": 0, "max_epoch": 5, "updates": 60, "epochs": 2.0}, False),
+    ({"max_update": 300, "max_epoch": 0, "updates": None, "epochs": None}, None),
+    ({}, None),
+])
+def test_training_finished_reads_the_limits_that_stop_fairseq_train(schedule, finished):
+    assert training_finished(schedule) is finished
+
+
+def test_a_cut_off_last_checkpoint_is_never_a_seed_of_the_finished_runs_cell(tmp_path):
+    """A last checkpoint saved before max_update (a killed or preempted training) gets
+    ``unfinished=<updates>`` in its schedule label, so aggregate keeps it out of the finished
+    runs' cell; a best checkpoint (saved early by design) does not."""
+    base = {"max_update": 300, "max_epoch": 0, "train_args_sha256": "ab" * 32}
+    done = {**base, "updates": 300, "epochs": 10.0}
+    cut = {**base, "updates": 30, "epochs": 1.0}
+    assert schedule_label(done, "last") == "max_update=300 args=abababab"
+    assert schedule_label(cut, "last") == "max_update=300 args=abababab unfinished=30"
+    assert schedule_label(cut, "best") == "max_update=300 args=abababab"
+    rec = {"experiment": "exp1", "preset": "exp1_cnn", "model": "cnn", "n_train": 6000,
+           "level": "entropy_1.5", "entropy_bits": 1.5, "checkpoint": "last", "data_seed": 1,
+           "n": 100}
+    for seed, schedule, correct in ((1, done, 99), (2, cut, 1)):
+        d = tmp_path / f"seed{seed}"
+        d.mkdir()
+        (d / "score.json").write_text(json.dumps({**rec, "seed": seed, "schedule": schedule,
+                                                  "correct": correct,
+                                                  "accuracy": correct / 100}))
+    rows = collect_scores([str(tmp_path)])
+    assert sorted((r["seed"], r["schedule"]) for r in rows) == [
+        (1, "max_update=300 args=abababab"), (2, "max_update=300 args=abababab unfinished=30")]
+    cells = summarize(rows)
+    assert sorted((c["n"], c["mean"]) for c in cells) == [(1, 0.01), (1, 0.99)]

@@ -118,7 +118,7 @@ def test_report_files(tmp_path):
 def test_figure_legend_names_the_seed_count_per_level_when_it_varies(tmp_path, monkeypatch):
     import matplotlib.axes
 
-    from fairseq_entropy.analysis.report import plot_figure
+    from fairseq_entropy.analysis.figures import plot_figure
 
     labels = []
     real = matplotlib.axes.Axes.errorbar

@@ -185,6 +185,34 @@ def test_build_args_build_another_component_class_under_paths_of_its_own(tmp_pat
     assert abs(manifest["entropy_bits"] - 0.8) <= 0.01
 
 
+def test_a_build_args_cell_is_named_apart_from_the_paper_cell_of_its_seed_and_level(
+        tmp_path, capsys):
+    """The paper's grid and a ``build_args`` grid swept into one root: cells of the same
+    preset, N, seed and level whose run directories differ keep a row each in
+    ``sweep-status.tsv``; the paper cell keeps its name (the committed status files use it)."""
+    paper = load_grid(GRIDS / "exp1_cnn_authors.toml").cells(seeds=[830], levels=[0])[0]
+    variant = load_grid(GRIDS / "exp1_direction_cnn.toml").cells(seeds=[830], levels=[0])[0]
+    assert paper.run_dir(tmp_path) != variant.run_dir(tmp_path)
+    assert paper.name == "exp1_cnn_authors/n6000/seed830/entropy_0.0"
+    assert variant.name == ("exp1+component=direction+restricted=left/exp1_cnn_authors/n6000/"
+                            "seed830/entropy_0.0")
+    committed = (REPO / "results/exp1_cnn_authors/sweep-status.tsv").read_text().splitlines()
+    assert paper.name in [row.split("\t")[0] for row in committed]
+    status = tmp_path / "sweep-status.tsv"
+    sweep.write_status([sweep.CellResult(paper.name, "done", "", 10.0, 0.75)], status)
+    sweep.write_status([sweep.CellResult(variant.name, "done", "", 20.0, 0.125)], status)
+    assert status.read_text().splitlines() == [
+        "cell\tstatus\taccuracy\twall_s\treason",
+        f"{variant.name}\tdone\t0.125000\t20.0\t",
+        f"{paper.name}\tdone\t0.750000\t10.0\t",
+    ]
+    # the dry run names the cells as their rows do
+    assert cli(["sweep", str(GRIDS / "exp1_direction_cnn.toml"), "--dry-run", "--root",
+                str(tmp_path / "r"), "--device", "cpu", "--seed", "830"]) == 0
+    shown = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("# cell ")]
+    assert shown[0] == f"# cell 1/5 {variant.name}"
+
+
 def test_bad_build_args_are_refused(tmp_path):
     def grid(extra, experiment="exp1", preset="exp1_cnn"):
         p = tmp_path / "g.toml"

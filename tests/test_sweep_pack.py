@@ -71,6 +71,20 @@ def test_cells_are_packed_by_preset_and_schedule_in_grid_order(tmp_path):
                              + ": seed5/entropy_0.0, seed5/entropy_0.5")
 
 
+def test_a_pack_of_build_args_cells_is_named_as_its_cells_are(tmp_path):
+    """A pack of cells built with ``build_args`` carries their data tag in its name, and its
+    label lists each cell by the rest of the cell's name."""
+    tagged = [Cell("exp1", "exp1_cnn", "cnn", 320, 5, v, Schedule(max_update=4),
+                   ("--component", "direction", "--restricted", "left")) for v in (0, 0.4)]
+    (pack,) = packs.make_packs(tagged, tmp_path, 2)
+    tag = "exp1+component=direction+restricted=left"
+    assert pack.dir.parent == tmp_path / "packs" / tag / "exp1_cnn/n320"
+    assert pack.name == f"{tag}/exp1_cnn/n320/{pack.dir.name}"
+    assert pack.label() == f"{pack.name}: seed5/entropy_0.0, seed5/entropy_0.4"
+    assert [c.name for c in tagged] == [f"{tag}/exp1_cnn/n320/seed5/entropy_{v}"
+                                        for v in ("0.0", "0.4")]
+
+
 def test_a_cut_off_pack_is_taken_again_whole_and_trained_cells_stay_alone(tmp_path):
     cells = [cell(v) for v in (0, 0.5, 1, 1.5, 2)]
     old = packs.Pack(tuple(cells[1:3]), packs.pack_key(cells[1], tmp_path)[0],

@@ -28,8 +28,9 @@ from .columns import (CHECKPOINT_LABELS, GRADED_COLUMNS, GROUP_COLUMNS,
                       OPTIONAL_RESULT_COLUMNS, RESULT_COLUMNS, SCHEDULE_COLUMNS,
                       UNKNOWN_SCHEDULE, ScoreError)
 from .paper import paper_model_name
-from .provenance import schedule_label
+from .schedules import schedule_label
 from .report import format_table, write_report
+from .runs import check_runs
 from .statistics import order_key, spearman, summarize
 
 
@@ -107,7 +108,7 @@ def collect_scores(roots: Iterable[str | os.PathLike]) -> List[dict]:
     ``<experiment>+<variant>``, a curve of its own without paper values; so does a score of a
     sample of the test split (``test_sample`` in its ``score.json``), as
     ``<experiment>+test-sample``, which is never averaged with full-split scores.  The schedule
-    columns come from the score's ``schedule`` record (:func:`.provenance.schedule_label`;
+    columns come from the score's ``schedule`` record (:func:`.schedules.schedule_label`;
     ``unknown`` for a score written before schedules were recorded).  A root that is a
     ``.tsv`` file is read as an earlier aggregate's ``results.tsv``
     (:func:`read_results_tsv`).  A file reached through several roots (a root given twice,
@@ -162,7 +163,8 @@ def collect_scores(roots: Iterable[str | os.PathLike]) -> List[dict]:
             row = {**{c: rec.get(c) for c in RESULT_COLUMNS},
                    **{c: graded.get(c) for c in GRADED_COLUMNS}, "path": str(f)}
             sched = rec.get("schedule") if isinstance(rec.get("schedule"), dict) else {}
-            row.update(schedule=schedule_label(sched), updates=sched.get("updates"),
+            row.update(schedule=schedule_label(sched, rec["checkpoint"]),
+                       updates=sched.get("updates"),
                        epochs=sched.get("epochs"),
                        preset_max_update=sched.get("preset_max_update"),
                        preset_config=(sched.get("preset_config_sha256") or "")[:8] or None)
@@ -257,13 +259,15 @@ def check_counts(rec: dict, where: str) -> None:
 def check_row(row: dict, where: str, fix: str, rec: Optional[dict] = None) -> None:
     """Check the values of a result row that :func:`aggregate` groups and averages.
 
-    Checked: ``experiment`` (``exp1``/``exp2``/``scan``, then any ``+variant``), ``preset``
-    and ``model`` (names), ``n_train`` (a positive integer), ``level`` (``entropy_<bits>``
-    for exp1, ``support_<k>`` for exp2), ``entropy_bits`` and the level's bits (in [0, log2
-    of the verbs], :func:`_entropy_cap`; within the builder's tolerance of the bits the
-    level names, ``log2 k`` for ``support_<k>``), ``seed`` and ``data_seed`` (integers in
-    0..2**32-1), ``accuracy`` and the graded fractions (in [0, 1]; chrF and BLEU in
-    [0, 100]), and the schedule's ``updates``, ``epochs``, ``preset_max_update`` (positive).
+    Checked: ``experiment`` (``exp1``/``exp2``/``scan``/``cogs``, then any ``+variant``),
+    ``preset`` and ``model`` (names), ``n_train`` (a positive integer), ``level``
+    (``entropy_<bits>`` for exp1, ``support_<k>`` for exp2), ``entropy_bits`` and the level's
+    bits (in [0, log2 of the verbs], :func:`_entropy_cap`; within the builder's tolerance of
+    the bits the level names, ``log2 k`` for ``support_<k>``; required for exp1 and exp2,
+    None allowed for SCAN splits and COGS, whose cells then have no point on a curve),
+    ``seed`` and ``data_seed`` (integers in 0..2**32-1), ``accuracy`` and the graded
+    fractions (in [0, 1]; chrF and BLEU in [0, 100]), and the schedule's ``updates``,
+    ``epochs``, ``preset_max_update`` (positive).
 
     Args:
         row: a result row (:func:`collect_scores`).
@@ -290,6 +294,9 @@ def check_row(row: dict, where: str, fix: str, rec: Optional[dict] = None) -> No
                 not (_is_int(row[key]) and 0 <= row[key] < 2 ** 32):
             raise fail(key, "an integer in 0..2**32-1 (a JSON number, not text)")
     bits = row["entropy_bits"]
+    if bits is None and base in ("exp1", "exp2"):
+        raise fail("entropy_bits", "the measured entropy of the level in bits (every exp1 and "
+                                   "exp2 level records it; its curve needs it)")
     need_cap = bits is not None and _is_real(bits) and bits > 3
     m = re.fullmatch(r"entropy_(\d+(?:\.\d+)?)", row["level"])
     if base == "exp1":
@@ -369,8 +376,10 @@ def aggregate(roots: Sequence[str | os.PathLike], out_dir: str | os.PathLike,
 
     Raises:
         ScoreError: ``out_dir`` is (inside) an input directory, or holds an aggregate and
-            ``force`` is not given; see :func:`collect_scores`
-            and :func:`.statistics.group_runs`.
+            ``force`` is not given; see :func:`collect_scores`,
+            :func:`.statistics.check_runs` (on every row, COGS included: a run passed twice,
+            e.g. an earlier ``results.tsv`` beside the run directories it was made from) and
+            :func:`.runs.group_runs`; nothing is written then.
         DataFormatError: an unreadable input, or an output that cannot be written.
     """
     out = Path(out_dir)
@@ -388,9 +397,10 @@ def aggregate(roots: Sequence[str | os.PathLike], out_dir: str | os.PathLike,
                          "as an input")
     earlier = {p for pattern in AGGREGATE_OUTPUTS for p in out.glob(pattern)}
     rows = collect_scores(roots)
+    check_runs(rows)  # every row, COGS included: a run twice is refused before any write
     # COGS has no entropy level per run: its rows go to results.tsv and cases.tsv only
     curve_rows = [r for r in rows if r["experiment"].split("+", 1)[0] != "cogs"]
-    summary = summarize(curve_rows) if curve_rows else None  # refuses duplicates first
+    summary = summarize(curve_rows) if curve_rows else None  # refuses before any write
     atomic_write_text(out / "results.tsv", _tsv(rows, RESULT_COLUMNS + GRADED_COLUMNS))
     cases = write_cases_tsv(rows, out)
     written = {out / "results.tsv", cases, cases and cases.with_suffix(".md")}

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..errors import UserError
+from ..files import iter_text_lines
 from .columns import CHECKPOINT_LABELS
 
 
@@ -58,11 +59,43 @@ def label_of_name(generate_output: str | os.PathLike) -> Optional[str]:
     return m.group(1) if m and m.group(1) in CHECKPOINT_LABELS else None
 
 
+#: the line fairseq-generate logs before it loads the checkpoint(s) of ``--path``
+LOADING_MARK = "loading model(s) from "
+
+
+def decoded_checkpoint(generate_output: str | os.PathLike) -> Optional[str]:
+    """The checkpoint that fairseq-generate's log beside the decode (``OUTPUT.log``, e.g.
+    ``generate-last.log``) says it loaded (its last ``loading model(s) from PATH`` line; the
+    last path of an ensemble), or None when there is no such log or line.
+
+    Raises:
+        DataFormatError: the log is not UTF-8 text.
+    """
+    log = Path(generate_output).with_suffix(".log")
+    if not log.is_file():
+        return None
+    found = None
+    for _, line in iter_text_lines(log):
+        if LOADING_MARK in line:
+            found = line.split(LOADING_MARK, 1)[1].strip().split(":")[-1] or None
+    return found
+
+
+def label_of_checkpoint_name(path: Optional[str | os.PathLike]) -> Optional[str]:
+    """The label a checkpoint's file name gives: ``last`` for ``checkpoint_last.pt``, ``best``
+    for ``checkpoint_best.pt`` (a ``test-loss`` best checkpoint has the same name: the
+    selection recorded in the checkpoint tells them apart), None for any other name."""
+    name = Path(path).name if path else None
+    return {"checkpoint_last.pt": "last", "checkpoint_best.pt": "best"}.get(name)
+
+
 def check_checkpoint_label(generate_output: str | os.PathLike, label: str,
                            path: Optional[str | os.PathLike] = None) -> None:
-    """Refuse a checkpoint label that the decode's file name (``generate-<label>.txt``) or
-    the decoded checkpoint's file name contradicts: ``checkpoint_last.pt`` is the ``last``
-    checkpoint, ``checkpoint_best.pt`` a ``best`` or ``test-loss`` one.
+    """Refuse a checkpoint label that the decode's file name (``generate-<label>.txt``), the
+    decoded checkpoint's file name (``path``) or the checkpoint that fairseq-generate's log
+    beside the decode says it loaded (:func:`decoded_checkpoint`) contradicts:
+    ``checkpoint_last.pt`` is the ``last`` checkpoint, ``checkpoint_best.pt`` a ``best`` or
+    ``test-loss`` one.
 
     Raises:
         UserError: naming both and the fix.
@@ -72,6 +105,14 @@ def check_checkpoint_label(generate_output: str | os.PathLike, label: str,
         raise UserError(f"{generate_output} is named as the decode of the {named} checkpoint, "
                         f"but the checkpoint label is {label}. Fix: pass --checkpoint {named} "
                         "(or rename the file if it is the decode of the other checkpoint)")
+    decoded = decoded_checkpoint(generate_output)
+    of_log = label_of_checkpoint_name(decoded)
+    if of_log is not None and (of_log == "last") != (label == "last"):
+        fits = "last" if of_log == "last" else "best (or test-loss)"
+        raise UserError(f"{Path(generate_output).with_suffix('.log')} says the decode loaded "
+                        f"{decoded}, the {of_log} checkpoint, but the checkpoint label is "
+                        f"{label}. Fix: pass --checkpoint {fits}, or score the decode of the "
+                        f"{label} checkpoint")
     name = Path(path).name if path else None
     if (name == "checkpoint_last.pt" and label != "last") or \
             (name == "checkpoint_best.pt" and label == "last"):

@@ -27,7 +27,7 @@ ENCODER_DECODER = "encoder-decoder"
 #: cells are compared with the paper's encoder-decoder (``paper.paper_model_name``)
 PAPER_IS_ENCODER_DECODER = "paper value: the encoder-decoder (the paper has no decoder-only model)"
 #: the schedule of a run (``score.json``'s ``schedule``): its label (the cell key's part,
-#: ``provenance.schedule_label``; ``unknown`` when not recorded), the updates and epochs done,
+#: ``schedules.schedule_label``; ``unknown`` when not recorded), the updates and epochs done,
 #: the preset's own ``max_update`` on the level and ``preset_config``, the first 8 hex digits
 #: of the hash of the preset's arguments with the schedule left out (the same at every level
 #: of one preset; empty when the run's arguments could not be verified against the preset)

@@ -40,7 +40,7 @@ def curve_size(row: dict):
 
 def schedule_of(row: dict) -> str:
     """The row's schedule label (``schedule``; ``unknown`` when not recorded), see
-    :func:`.provenance.schedule_label`."""
+    :func:`.schedules.schedule_label`."""
     return str(row.get("schedule") or UNKNOWN_SCHEDULE)
 
 

@@ -15,11 +15,8 @@ the score is refused unless ``unverified`` is asked for.  A checkpoint written b
 record existed, or trained on data without a manifest, is scored with a statement that the
 data could not be verified (``score.json``: ``training_data_check``).
 
-The schedule (:func:`schedule_record`): the checkpoint's ``max_update`` and ``max_epoch``, the
-updates and epochs it did, and the hash of the preset's fairseq-train arguments
-(``train_args_sha256``, set by ``fairseq-entropy run``), beside the preset's own schedule for
-the level when known.  Aggregates keep runs of different schedules apart
-(:func:`schedule_label`).
+The schedule and its label come from :mod:`.schedules`; aggregates keep runs of different
+schedules apart.
 """
 
 from __future__ import annotations
@@ -27,13 +24,13 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import math
 import os
 from pathlib import Path
 from typing import Callable, Mapping, Optional, Tuple
 
 from ..errors import DataFormatError, UserError
 from ..files import iter_text_lines, read_json
+from .schedules import schedule_label, schedule_record
 from .checkpoint_labels import check_checkpoint_label, check_selection
 from .columns import CHECKPOINT_LABELS, DECODER_ONLY, ENCODER_DECODER, ScoreError
 
@@ -119,9 +116,6 @@ def read_checkpoint_info(path: str | os.PathLike) -> dict:
 
 #: the line the ``systematicity`` task logs when a checkpoint is loaded
 RECORD_MARK = "checkpoint record: "
-#: ``extra_args_sha256`` of a run without arguments after the preset's: the SHA-256 of no
-#: bytes (``experiments.presets.train_args_sha256([])``)
-NO_EXTRA_ARGS_SHA256 = hashlib.sha256(b"").hexdigest()
 
 
 def read_generate_log(path: str | os.PathLike) -> Optional[dict]:
@@ -217,61 +211,6 @@ def check_training_data(training: Optional[dict], source: str, manifest: dict,
     return f"verified: the data's manifest.json is the one {source} was trained on"
 
 
-def schedule_record(training: Optional[dict], n_train: Optional[int],
-                    own: Optional[dict] = None) -> dict:
-    """The ``schedule`` of a ``score.json``: ``max_update``, ``max_epoch``, ``updates`` and
-    ``epochs`` done, ``train_args_sha256``, ``extra_args_sha256`` and
-    ``best_checkpoint_metric`` (each None when not recorded) and the preset's own
-    schedule for the level (``own``: ``{"epochs", "max_update", "config_sha256"}``) as
-    ``preset_epochs``, ``preset_max_update`` and ``preset_config_sha256`` (the hash of the
-    preset's arguments with the schedule left out, the same at every level).
-
-    ``epochs`` done: fairseq's iterator state ``(epoch, iterations_in_epoch)`` gives
-    ``epoch - 1`` whole epochs plus ``iterations_in_epoch`` of ceil(N / batch size) updates;
-    without the iterator state, updates / ceil(N / batch size); rounded to 3 decimals; None
-    when neither the batch size nor whole epochs tell it.
-    """
-    t = training or {}
-    per_epoch = math.ceil(n_train / t["batch_size"]) if n_train and t.get("batch_size") \
-        else None
-    epochs = None
-    state = t.get("epoch_state")
-    if state and state[1] == 0:
-        epochs = float(state[0] - 1)
-    elif state and per_epoch:
-        epochs = round(state[0] - 1 + state[1] / per_epoch, 3)
-    elif t.get("updates") is not None and per_epoch:
-        epochs = round(t["updates"] / per_epoch, 3)
-    return {"max_update": t.get("max_update"), "max_epoch": t.get("max_epoch"),
-            "updates": t.get("updates"), "epochs": epochs,
-            "train_args_sha256": t.get("train_args_sha256"),
-            "extra_args_sha256": t.get("extra_args_sha256"),
-            "best_checkpoint_metric": t.get("best_checkpoint_metric"),
-            "preset_epochs": (own or {}).get("epochs"),
-            "preset_max_update": (own or {}).get("max_update"),
-            "preset_config_sha256": (own or {}).get("config_sha256")}
-
-
-def schedule_label(schedule: Optional[dict]) -> str:
-    """The schedule part of an aggregate's cell key: ``max_update=U`` (and ``max_epoch=E``
-    when set) and the first 8 hex digits of the arguments' hash, e.g. ``max_update=40
-    args=1a2b3c4d``, then ``extra=`` and the first 8 hex digits of the hash of the arguments
-    given after the preset's, when there were any; ``unknown`` for a score without a recorded
-    schedule (older score files
-    and ``results.tsv``).  Runs with different labels are never seeds of one cell."""
-    s = schedule or {}
-    if s.get("max_update") is None and s.get("max_epoch") is None:
-        return "unknown"
-    parts = [f"max_update={s.get('max_update') or 0}"]
-    if s.get("max_epoch"):
-        parts.append(f"max_epoch={s['max_epoch']}")
-    if s.get("train_args_sha256"):
-        parts.append(f"args={s['train_args_sha256'][:8]}")
-    if s.get("extra_args_sha256") and s["extra_args_sha256"] != NO_EXTRA_ARGS_SHA256:
-        parts.append(f"extra={s['extra_args_sha256'][:8]}")
-    return " ".join(parts)
-
-
 def data_variant(manifest: dict) -> str:
     """How a level's data departs from the paper's setup, as recorded in its manifest: ``""``
     for the paper's setup, else ``+``-joined parts, in this order:
@@ -328,8 +267,8 @@ def provenance(manifest: dict, manifest_sha256: str, data_dir: str | os.PathLike
     (absolute path), data_manifest_sha256, preset, model, seed (training seed), checkpoint
     (label), checkpoint_path, training_data_check (the statement of
     :func:`check_training_data`), train_data_manifest_sha256 (the checkpoint's record, None
-    when unknown), schedule (:func:`schedule_record` of ``training``), schedule_label
-    (:func:`schedule_label`) and model_family (:func:`model_family`).
+    when unknown), schedule (:func:`.schedules.schedule_record` of ``training``), schedule_label
+    (:func:`.schedules.schedule_label`) and model_family (:func:`model_family`).
 
     Raises:
         ScoreError: an unknown checkpoint label.
@@ -349,7 +288,7 @@ def provenance(manifest: dict, manifest_sha256: str, data_dir: str | os.PathLike
             "preset": preset, "model": model, "seed": seed, "checkpoint": checkpoint,
             "checkpoint_path": checkpoint_path, "training_data_check": data_check,
             "train_data_manifest_sha256": (training or {}).get("data_manifest_sha256"),
-            "schedule": schedule, "schedule_label": schedule_label(schedule),
+            "schedule": schedule, "schedule_label": schedule_label(schedule, checkpoint),
             "model_family": model_family(manifest)}
 
 
@@ -456,11 +395,18 @@ def resolve_provenance(generate_output: str | os.PathLike, checkpoint_label: str
             raise UserError(f"{ckpt} was trained with --arch {info['arch']}, and no preset has "
                             f"--arch {info['arch']}. Fix: pass --presets with your presets file "
                             "(the one the run was trained with)")
-        if preset is not None and hash_of(preset) not in (None, recorded):
-            raise UserError(f"--preset {preset} gives other fairseq-train arguments (sha256 "
-                            f"{hash_of(preset)[:12]}) than {ckpt} was trained with "
-                            f"({recorded[:12]}). Fix: pass the preset of the run, or drop "
-                            "--preset to find it by the arguments' hash")
+    # the recorded arguments' hash checks --preset whether the record is the checkpoint's or
+    # the copy fairseq-generate's log keeps of it (the checkpoint gone)
+    if preset is not None and hash_of(preset) not in (None, recorded):
+        raise UserError(f"--preset {preset} gives other fairseq-train arguments (sha256 "
+                        f"{hash_of(preset)[:12]}) than {source} records ({recorded[:12]}). "
+                        "Fix: pass the preset of the run, or drop --preset to find it by the "
+                        "arguments' hash")
+    if preset is None and not info and recorded and args_sha256:
+        fits = [n for n, p in presets.items()
+                if p.get("experiment") == manifest.get("experiment") and hash_of(n) == recorded]
+        preset = fits[0] if len(fits) == 1 else None
+    if info and info["arch"]:
         if preset is None:
             fits = [n for n in same_arch
                     if presets[n].get("experiment") == manifest.get("experiment")]
@@ -487,6 +433,11 @@ def resolve_provenance(generate_output: str | os.PathLike, checkpoint_label: str
     if seed is None:
         raise UserError(f"the training seed is unknown (no --seed; {where}). Fix: pass --seed "
                         "S or --path CHECKPOINT")
+    if not info and training is not None:
+        # the logged record holds the data and the arguments' hash, not the seed
+        data_check += (f"; preset {preset} " + ("verified by its arguments' hash"
+                                                if recorded and args_sha256 else "taken as given")
+                       + f", seed {seed} taken as given (not in {log})")
     own = own_schedule(presets[preset], manifest) if own_schedule else None
     if recorded and args_sha256 and hash_of(preset) == recorded:
         # the run trained the preset's arguments: their hash with the schedule left out (one

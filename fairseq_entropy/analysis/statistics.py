@@ -6,6 +6,9 @@ Everything here works on plain result rows (dicts) with the keys ``experiment``,
 optionally ``train_size`` (N) and ``schedule`` (``unknown`` when absent) -- the rows of
 ``results.tsv``.  Runs of different schedules are different cells and curves.
 
+* :func:`.runs.check_runs`: every run read once (COGS included), the runs of a cell trained on
+  one training set, a run never both with and without its schedule; :func:`.runs.group_runs`
+  (the rows of each cell) checks it first.
 * :func:`summarize`: per cell (:func:`cell_key`) the mean, sample std (0 for one seed) and
   number of seeds: the table ``fairseq-entropy aggregate`` prints; :func:`spearman` the rank
   correlation of its curves (:func:`curve_key`).
@@ -33,12 +36,12 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .columns import (DECODER_ONLY, GRADED_COLUMNS, GROUP_COLUMNS, PAPER_IS_ENCODER_DECODER,
-                      ScoreError)
+from .columns import (DECODER_ONLY, GRADED_COLUMNS, GROUP_COLUMNS, PAPER_IS_ENCODER_DECODER)
 from .keys import (OWN_SCHEDULE_PER_LEVEL, base_experiment, cell_key,  # noqa: F401
                    curve_key, curve_schedule, curve_size, model_of, order_key, schedule_of,
                    train_size_of)
 from .paper import paper_lookup
+from .runs import group_runs
 
 #: confidence level of every interval here
 CONFIDENCE = 0.95
@@ -52,53 +55,8 @@ AGREE_FLOOR = 0.10
 NAN = float("nan")
 
 
-def group_runs(rows: Sequence[dict]) -> Dict[tuple, List[dict]]:
-    """Rows by :func:`cell_key`, in a fixed order.
-
-    Raises:
-        ScoreError: two rows with the same cell and seed (e.g. a run scored twice into
-            different directories), naming both files; or two cells of one curve at one level
-            (Experiment 2 runs at their preset's own schedule but with other arguments,
-            :func:`curve_schedule`), naming a file of each; or two levels of such a curve
-            trained with different preset arguments (``preset_config``: the preset edited
-            between the runs).
-    """
-    groups: Dict[tuple, List[dict]] = defaultdict(list)
-    seen: Dict[tuple, dict] = {}
-    points: Dict[tuple, dict] = {}
-    configs: Dict[tuple, dict] = {}
-    for r in rows:
-        key = cell_key(r)
-        dup = seen.get((key, r["seed"]))
-        if dup is not None:
-            raise ScoreError(
-                f"{r.get('path', '?')} and {dup.get('path', '?')} are both seed {r['seed']} of "
-                f"{ {c: r[c] for c in GROUP_COLUMNS} }. Fix: aggregate only one of them (move "
-                "or remove the other score.json)")
-        other = points.setdefault((curve_key(r), str(r["level"])), r)
-        if schedule_of(other) != schedule_of(r):
-            raise ScoreError(
-                f"{r.get('path', '?')} ({schedule_of(r)}) and {other.get('path', '?')} "
-                f"({schedule_of(other)}) both train {r['level']} of {model_of(r)} at the "
-                "preset's own number of updates, with different arguments: one curve cannot "
-                "hold both. Fix: aggregate the runs of each argument set apart")
-        if curve_schedule(r) == OWN_SCHEDULE_PER_LEVEL and r.get("preset_config"):
-            first = configs.setdefault(curve_key(r), r)
-            if first["preset_config"] != r["preset_config"]:
-                raise ScoreError(
-                    f"{r.get('path', '?')} ({r['level']}, preset arguments "
-                    f"{r['preset_config']}) and {first.get('path', '?')} ({first['level']}, "
-                    f"{first['preset_config']}) were trained with different arguments of "
-                    f"preset {model_of(r)} (edited between the runs?): one curve at the "
-                    "preset's own per-level schedule cannot hold both. Fix: re-train the "
-                    "levels of one argument set, or aggregate the runs of each apart")
-        seen[(key, r["seed"])] = r
-        groups[key].append(r)
-    return {k: groups[k] for k in sorted(groups, key=order_key)}
-
-
 def summarize(rows: Sequence[dict]) -> List[dict]:
-    """Mean, sample std (0 for one seed) and n of accuracy per cell (:func:`group_runs`).
+    """Mean, sample std (0 for one seed) and n of accuracy per cell (:func:`.runs.group_runs`).
 
     Args:
         rows: result rows (the columns of ``results.tsv``).
@@ -109,7 +67,7 @@ def summarize(rows: Sequence[dict]) -> List[dict]:
         and ``n``, sorted by experiment, preset, N, checkpoint, entropy, level.
 
     Raises:
-        ScoreError: see :func:`group_runs`.
+        ScoreError: see :func:`.runs.group_runs`.
     """
     out = []
     for rs in group_runs(rows).values():
@@ -177,7 +135,9 @@ def cell_statistics(rows: Sequence[dict]) -> List[dict]:
         updates, preset_max_update, model_family`` (the updates done, the preset's own
         max_update and the model family when every run of the cell records the same, else
         None), ``entropy_bits, mean, std, n,
-        ci_low, ci_high, note`` (``note`` says when a CI is undefined), plus the seed mean of
+        ci_low, ci_high, note`` (``note`` says when a CI is undefined; ``entropy_bits`` is
+        None for a cell whose runs record none, which has no point on a curve and sorts
+        last), plus the seed mean of
         each graded metric of :data:`~.columns.GRADED_COLUMNS` that every run of the cell has
         (else None), sorted by experiment, model, N, checkpoint, schedule, entropy.
     """
@@ -194,7 +154,7 @@ def cell_statistics(rows: Sequence[dict]) -> List[dict]:
                     "updates": _common(rs, "updates"),
                     "preset_max_update": _common(rs, "preset_max_update"),
                     "model_family": _common(rs, "model_family"),
-                    "entropy_bits": float(rs[0]["entropy_bits"]),
+                    "entropy_bits": _bits(rs[0]),
                     "mean": float(accs.mean()), "std": std, "n": len(accs),
                     "ci_low": low, "ci_high": high,
                     "note": "one seed: no std, no CI" if len(accs) < 2 else "",
@@ -202,8 +162,16 @@ def cell_statistics(rows: Sequence[dict]) -> List[dict]:
                            if all(r.get(g) not in (None, "") for r in rs) else None)
                        for g in GRADED_COLUMNS}})
     out.sort(key=lambda r: (r["experiment"], r["model"], r["train_size"] or 0,
-                            r["checkpoint"], r["schedule"], r["entropy_bits"]))
+                            r["checkpoint"], r["schedule"],
+                            math.inf if r["entropy_bits"] is None else r["entropy_bits"]))
     return out
+
+
+def _bits(row: dict) -> Optional[float]:
+    """The row's ``entropy_bits`` as a float (None when not recorded: a SCAN split without
+    one restricted pair has no controlled slot)."""
+    h = row.get("entropy_bits")
+    return None if h in (None, "") else float(h)
 
 
 def _common(rows: Sequence[dict], column: str):
@@ -353,7 +321,8 @@ def curve_statistics(rows: Sequence[dict]) -> List[dict]:
     """Spearman rho, the logistic fit and H50 and H90 (with bootstrap CIs over seeds) per
     curve.
 
-    A curve (:func:`curve_key`) is (experiment, model, N, checkpoint) over its levels. The
+    A curve (:func:`curve_key`) is (experiment, model, N, checkpoint) over its levels; rows
+    without ``entropy_bits`` (a SCAN split without a controlled slot) are left out. The
     fit is :func:`fit_logistic` of the mean accuracy per level (every seed of a level); only
     seeds that have every level of the curve enter the bootstrap (:func:`logistic_bootstrap`).
 
@@ -369,7 +338,8 @@ def curve_statistics(rows: Sequence[dict]) -> List[dict]:
     """
     curves: Dict[tuple, List[dict]] = defaultdict(list)
     for r in rows:
-        curves[curve_key(r)].append(r)
+        if _bits(r) is not None:  # a run without an entropy is no point of a curve
+            curves[curve_key(r)].append(r)
     out = []
     for key, rs in curves.items():
         exp, model, _size, ckpt, schedule = key
@@ -429,12 +399,15 @@ def agreement_table(cells: Sequence[dict], paper_rows: Sequence[dict],
 
     Returns:
         the cells with ``paper_mean, paper_std, diff, tolerance, agree`` added (``agree`` is
-        ``yes``/``no``, or ``n/a`` where the paper reports no value) and the lookup's note.
+        ``yes``/``no``, or ``n/a`` where the paper reports no value or the cell records no
+        entropy) and the lookup's note.
     """
     find = paper_lookup(paper_rows, paper_model)
     out = []
     for c in cells:
-        p, note = find(c["experiment"], c["model"], c["train_size"], c["entropy_bits"])
+        p, note = (None, "no entropy recorded: no paper value, no point on a curve") \
+            if c["entropy_bits"] is None else \
+            find(c["experiment"], c["model"], c["train_size"], c["entropy_bits"])
         row = dict(c)
         if p is None:
             row.update(paper_mean=NAN, paper_std=NAN, diff=NAN, tolerance=NAN, agree="n/a")

@@ -77,7 +77,7 @@ def _target(args) -> dict | None:
 def run(args) -> None:
     """``predict``: the fits, leave-one-level-out errors and prediction of
     :func:`fairseq_entropy.analysis.fit.predict`, as a table, JSON or TSV, and with
-    ``--plot`` their figure (:func:`fairseq_entropy.analysis.report.plot_figure`)."""
+    ``--plot`` their figure (:func:`fairseq_entropy.analysis.figures.plot_figure`)."""
     from ..analysis.aggregate import collect_scores
     from ..analysis.fit import (measured_accuracy, predict, predict_json, predict_text,
                                 predict_tsv)
@@ -105,7 +105,7 @@ def run(args) -> None:
 def _plot(rows, records, args) -> None:
     """Draw the fitted curves of ``records`` into ``args.plot`` (one panel per curve)."""
     from ..analysis import statistics as st
-    from ..analysis.report import plot_figure
+    from ..analysis.figures import plot_figure
 
     keys = {c["key"] for c in records}
     cells = [c for c in st.cell_statistics([r for r in rows if r["entropy_bits"] is not None])

@@ -30,8 +30,9 @@ def add_parser(sub) -> None:
                     "(seq_acc), or the one with the lowest test loss (the paper authors' "
                     "selection, recipes/train_level.sh with SELECT=test-loss) (default: the "
                     "label in the output's name, generate-<label>.txt, else last); refused "
-                    "when the output's or the checkpoint's name, or the metric its training "
-                    "kept the best checkpoint by, says otherwise")
+                    "when the output's or the checkpoint's name, the checkpoint that "
+                    "fairseq-generate's log beside the output (OUTPUT.log) says it loaded, or "
+                    "the metric its training kept the best checkpoint by, says otherwise")
     sc.add_argument("--path", help="the checkpoint that was decoded (default: "
                     "checkpoints/checkpoint_last.pt, or checkpoint_best.pt for best and test-loss, "
                     "beside the generate output, if present)")
@@ -78,3 +79,10 @@ def run(args) -> None:
                       args.force)
     print(score_lines(rec, args.split, args.out))
     print(f"training data: {rec['training_data_check']}; schedule: {rec['schedule_label']}")
+    if "unfinished=" in rec["schedule_label"]:
+        sched = rec["schedule"]
+        print(f"note: the last checkpoint was saved after {sched.get('updates')} of "
+              f"{sched.get('max_update') or sched.get('max_epoch')} "
+              f"{'updates' if sched.get('max_update') else 'epochs'}: its training was cut "
+              "off, so aggregate keeps it apart from finished runs (schedule label "
+              "unfinished=...). Fix: resume the training and decode again")

@@ -166,10 +166,22 @@ class Cell:
                 / self.level_name)
 
     @property
-    def name(self) -> str:
-        """``preset/n6000/seed830/entropy_1.5`` (for progress lines and summaries)."""
+    def group(self) -> str:
+        """The part of :attr:`name` before the seed: ``<preset>/[n<N>/]``, after
+        ``<data_tag>/`` when :attr:`data_tag` is not the experiment's name
+        (``exp1+component=direction+restricted=left/exp1_cnn/n6000/``)."""
+        tag = f"{self.data_tag}/" if self.data_tag != self.experiment else ""
         n = f"n{self.n}/" if self.n is not None else ""
-        return f"{self.preset}/{n}seed{self.seed}/{self.level_name}"
+        return f"{tag}{self.preset}/{n}"
+
+    @property
+    def name(self) -> str:
+        """The cell's name in progress lines, ``sweep-status.tsv`` rows and summaries:
+        ``exp1_cnn/n6000/seed830/entropy_1.5``, or with ``build_args``
+        ``exp1+component=direction+restricted=left/exp1_cnn/n6000/seed830/entropy_1.5``
+        (:attr:`group`), so that two cells with different run directories (:meth:`run_dir`)
+        under one root never share a name."""
+        return f"{self.group}seed{self.seed}/{self.level_name}"
 
 
 @dataclass

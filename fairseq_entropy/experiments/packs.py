@@ -72,10 +72,9 @@ class Pack:
 
     @property
     def name(self) -> str:
-        """``<preset>/[n<N>/]pack-<hash>``."""
-        first = self.cells[0]
-        n = f"n{first.n}/" if first.n is not None else ""
-        return f"{first.preset}/{n}{self.dir.name}"
+        """``<preset>/[n<N>/]pack-<hash>``, after ``<data_tag>/`` as in its cells' names
+        (:attr:`~.grids.Cell.group`)."""
+        return f"{self.cells[0].group}{self.dir.name}"
 
     @property
     def train_log(self) -> Path:
@@ -85,8 +84,7 @@ class Pack:
     def label(self) -> str:
         """The pack and its runs, for console lines: ``<name>: seed5/entropy_0.0,
         seed5/entropy_3.0``."""
-        prefix = f"{self.cells[0].preset}/" + (f"n{self.cells[0].n}/"
-                                               if self.cells[0].n is not None else "")
+        prefix = self.cells[0].group
         return f"{self.name}: " + ", ".join(c.name[len(prefix):] for c in self.cells)
 
 

@@ -1,6 +1,7 @@
 """Whether a run directory may be skipped or its training reused: the training it records
-(in ``last/score.json`` or in its finished ``checkpoint_last.pt``) against the one a run asks
-now, and the checks of a run's directory and device made before anything is written."""
+(in ``last/score.json``, which must score the last checkpoint on the whole test split, or in
+its finished ``checkpoint_last.pt``) against the one a run asks now, and the checks of a
+run's directory and device made before anything is written."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from ..analysis.checkpoint_labels import SELECT_OF
-from ..analysis.provenance import NO_EXTRA_ARGS_SHA256, read_checkpoint_info
+from ..analysis.provenance import read_checkpoint_info
+from ..analysis.schedules import NO_EXTRA_ARGS_SHA256
 from ..errors import UserError
 from ..files import read_json
 from .presets import PresetError, train_args, train_args_sha256
@@ -19,6 +21,12 @@ from .presets import PresetError, train_args, train_args_sha256
 class ScheduleChanged(UserError):
     """A scored run whose recorded schedule differs from the schedule asked now."""
 
+
+class NotTheRunsScore(ScheduleChanged):
+    """``RUN/last/score.json`` that is not the score of the run's last checkpoint on the
+    whole test split (another checkpoint label, another split, a sample).  A
+    :class:`ScheduleChanged`, so that the sweep and ``run`` refuse such a run directory as
+    they refuse one holding another training."""
 
 
 def scored(run_dir: str | os.PathLike, expected: Optional[dict] = None) -> Optional[float]:
@@ -32,6 +40,8 @@ def scored(run_dir: str | os.PathLike, expected: Optional[dict] = None) -> Optio
 
     Raises:
         DataFormatError: the file exists but is not valid JSON.
+        NotTheRunsScore: the file records another checkpoint than ``last``, a split other than
+            ``test`` or a ``test_sample`` (:func:`check_last_test_score`).
         ScheduleChanged: the score's ``max_update``, arguments' hash, training data or seed
             differs from ``expected``.
     """
@@ -39,6 +49,7 @@ def scored(run_dir: str | os.PathLike, expected: Optional[dict] = None) -> Optio
     if not f.exists():
         return None
     rec = read_json(f)
+    check_last_test_score(f, rec)
     if expected is not None:
         got = dict(rec.get("schedule") or {})
         got["data_manifest_sha256"] = rec.get("train_data_manifest_sha256") or \
@@ -48,6 +59,36 @@ def scored(run_dir: str | os.PathLike, expected: Optional[dict] = None) -> Optio
                                         rec.get("data_seed"))
         check_same_training(run_dir, "scored", got, expected)
     return float(rec["accuracy"])
+
+
+def check_last_test_score(path: str | os.PathLike, rec: dict) -> None:
+    """Refuse ``rec`` (read from ``path``, a run's ``last/score.json``) as the run's score
+    unless it scores the last checkpoint on the whole test split: its ``checkpoint`` is
+    ``last``, its ``split`` is ``test`` and it has no ``test_sample``.  A field the file does
+    not record (a score written by hand or before it was recorded) is not compared.
+
+    Raises:
+        NotTheRunsScore: naming the file, what it records and the fix.
+    """
+    wrong, folder = [], None  # folder: where the score belongs (the first of its labels)
+    if rec.get("checkpoint") not in (None, "last"):
+        wrong.append(f"checkpoint {rec['checkpoint']!r}, not 'last'")
+        folder = str(rec["checkpoint"])
+    if rec.get("split") not in (None, "test"):
+        wrong.append(f"split {rec['split']!r}, not 'test'")
+        folder = folder or str(rec["split"])
+    if rec.get("test_sample"):
+        n = rec["test_sample"].get("n") if isinstance(rec["test_sample"], dict) else None
+        wrong.append(f"a sample of {n if n is not None else 'some'} test sentences "
+                     "(test_sample), not the whole split")
+        folder = folder or "sample"
+    if wrong:
+        last = Path(path).parent
+        raise NotTheRunsScore(
+            f"{path} records {'; '.join(wrong)}: it is not the run's score (the last "
+            "checkpoint on the whole test split), so the run is neither skipped with it nor "
+            f"decoded over it. Fix: move the folder {last} away (e.g. to "
+            f"{last.parent / folder}), then run again to decode and score the last checkpoint")
 
 
 def _data_label(experiment, level, data_seed) -> str:

@@ -9,6 +9,8 @@ best checkpoints, and score both (``fairseq-entropy run``, ``recipes/train_level
    (``max_update`` and the hash of the preset's fairseq-train arguments), training data
    (its manifest's hash) or seed differs from the one asked now is not skipped but refused
    (:class:`ScheduleChanged`, :mod:`.rerun`): its run directory holds another experiment;
+   so is one that scores another checkpoint, another split or a sample
+   (:class:`~.rerun.NotTheRunsScore`), which is not the run's score;
 2. ``fairseq-train`` (unless ``RUN/checkpoints/trained`` marks a finished training: started
    again on a finished ``checkpoint_last.pt`` it would make one more update; that checkpoint
    must record the training asked now, :func:`~.rerun.check_trained`), resuming from

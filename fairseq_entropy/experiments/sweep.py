@@ -245,7 +245,9 @@ def scored(cell: Cell, root: str | os.PathLike,
     ``presets`` defaults to the cell's own presets file (:attr:`~.grids.Cell.presets_file`).
 
     Raises:
-        ScheduleChanged: the run was scored with another ``max_update`` or other arguments.
+        ScheduleChanged: the run was scored with another ``max_update`` or other arguments,
+            or its ``last/score.json`` scores another checkpoint, split or a sample
+            (:class:`~.rerun.NotTheRunsScore`).
     """
     table = load_presets(presets if presets is not None else cell.presets_file)
     expected = expected_schedule(table[cell.preset], cell.databin(root), cell.schedule.epochs,
@@ -423,12 +425,12 @@ def write_status(results: Sequence[CellResult], path: str | os.PathLike) -> Path
 
     Merged with the file already there: the rows of ``results`` replace the rows of the same
     cells, and the rows of other cells (another grid or seed run into the same root) are
-    kept.  Rows are sorted by cell name with numbers compared as numbers (preset, size, seed,
-    level: ``seed42`` before ``seed231``), so the file does not depend on the order in which
-    cells finished.  A ``skipped`` cell keeps the wall time of its row (the run it skipped).
-    The read-merge-write holds an exclusive lock on ``.<name>.lock`` beside
-    the file, so sweeps that finish at the same time do not drop each other's rows; the file
-    itself is replaced whole (never half-written)."""
+    kept.  Rows are sorted by cell name with numbers compared as numbers (data tag of a
+    ``build_args`` cell, preset, size, seed, level: ``seed42`` before ``seed231``), so the
+    file does not depend on the order in which cells finished.  A ``skipped`` cell keeps the
+    wall time of its row (the run it skipped).  The read-merge-write holds an exclusive lock
+    on ``.<name>.lock`` beside the file, so sweeps that finish at the same time do not drop
+    each other's rows; the file itself is replaced whole (never half-written)."""
     path = Path(path)
     header = ["cell", "status", "accuracy", "wall_s", "reason"]
     fresh = {r.cell: [r.cell, r.status, "" if r.accuracy is None else f"{r.accuracy:.6f}",
