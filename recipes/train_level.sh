@@ -20,8 +20,8 @@
 # and fairseq-generate instead of the plugin).
 # DECODE_SAMPLE (a smoke test: decode about this many test sentences with the last
 # checkpoint into RUN_DIR/sample/score.json, marked test_sample; the run stays unfinished).
-# A run whose RUN_DIR/last/score.json exists is skipped; a cut-off run resumes from its
-# checkpoint_last.pt.  The run holds RUN_DIR/.lock (host and PID) while it works: a second
+# A run whose RUN_DIR/last/score.json (the last checkpoint on the whole test split, at the
+# schedule asked now) exists is skipped; a cut-off run resumes from its checkpoint_last.pt.  The run holds RUN_DIR/.lock (host and PID) while it works: a second
 # launch on the same RUN_DIR exits with status 75 without touching it, a lock left by a dead
 # process is taken over.  The work is done by `fairseq-entropy run` (each variable is one of
 # its options, see `fairseq-entropy run --help`); this script maps the variables to options.

@@ -51,7 +51,8 @@ def add_parser(sub) -> None:
                        description="Train PRESET on LEVEL_DATABIN in RUN_DIR (resuming from "
                                    "its checkpoint_last.pt), decode the test split with the "
                                    "last and the best checkpoints and score both; a run whose "
-                                   "RUN_DIR/last/score.json exists is skipped.")
+                                   "RUN_DIR/last/score.json (the last checkpoint on the whole "
+                                   "test split, at the schedule asked now) exists is skipped.")
     r.add_argument("preset", help="preset name (fairseq-entropy train-args --list lists them)")
     r.add_argument("databin", metavar="LEVEL_DATABIN", help="binarized level directory")
     r.add_argument("run_dir", metavar="RUN_DIR", help="run directory (created)")
