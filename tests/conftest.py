@@ -25,7 +25,7 @@ def scan_reference():
 
 @pytest.fixture
 def drawn(monkeypatch):
-    """Every figure the report module draws, as {file name: matplotlib figure}, kept open
+    """Every figure the figures module draws, as {file name: matplotlib figure}, kept open
     instead of written to a PNG."""
     from fairseq_entropy.analysis import figures as figure_module
 
