@@ -431,3 +431,49 @@ def test_a_cut_off_last_checkpoint_is_never_a_seed_of_the_finished_runs_cell(tmp
         (1, "max_update=300 args=abababab"), (2, "max_update=300 args=abababab unfinished=30")]
     cells = summarize(rows)
     assert sorted((c["n"], c["mean"]) for c in cells) == [(1, 0.01), (1, 0.99)]
+
+
+def test_score_records_the_decodes_generation_options_from_its_log(trained):
+    """The run's own decode: fairseq-generate's logged configuration gives greedy decoding
+    and the length limit run passed (the longest reference of the split)."""
+    rec = json.loads((trained["run"] / "last" / "score.json").read_text())
+    # SCAN data: run's fixed limit of 60 actions (the longest SCAN output has 48)
+    assert rec["decoding"] == {"beam": 1, "max_len_a": 0.0, "max_len_b": 60, "lenpen": 1.0,
+                               "unkpen": 0.0, "min_len": 1, "no_repeat_ngram_size": 0,
+                               "match_source_len": False}
+    assert "beam=" not in rec["schedule_label"]
+
+
+@pytest.mark.parametrize("option, value, flag", [
+    ("score_reference", True, "--score-reference"),  # prints the reference as the hypothesis
+    ("prefix_size", 2, "--prefix-size"),  # forces the reference's first tokens
+    ("sampling", True, "--sampling"),
+    ("nbest", 3, "--nbest"),
+])
+def test_score_refuses_a_decode_that_is_not_the_models_own_output(trained, tmp_path, capsys,
+                                                                  option, value, flag):
+    run = trained["run"]
+    gen = tmp_path / "generate-last.txt"
+    shutil.copy(run / "generate-last.txt", gen)
+    log = (run / "generate-last.log").read_text()
+    config = [ln for ln in log.splitlines() if "'generation': {" in ln]
+    assert len(config) == 1, "fairseq-generate logs its configuration once"
+    default = {"score_reference": False, "prefix_size": 0, "sampling": False, "nbest": 1}
+    edited = config[0].replace(f"'{option}': {default[option]!r},", f"'{option}': {value!r},")
+    assert edited != config[0]
+    (tmp_path / "generate-last.log").write_text(log.replace(config[0], edited))
+    assert cli(["score", str(gen), "--out", str(tmp_path / "s"), "--data",
+                str(trained["bin3"]), "--path",
+                str(run / "checkpoints" / "checkpoint_last.pt")]) == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'generate-last.log'}: the decode was made with {flag} {value!r}" in err
+    assert f"Fix: decode again without {flag}" in err and not (tmp_path / "s").exists()
+
+
+def test_a_beam_decode_is_its_own_cell():
+    sched = {"max_update": 300, "max_epoch": 0, "updates": 300, "epochs": 10.0,
+             "train_args_sha256": "cd" * 32}
+    assert schedule_label(sched, "last", {"beam": 1}) == "max_update=300 args=cdcdcdcd"
+    assert schedule_label(sched, "last", {"beam": 5}) == "max_update=300 args=cdcdcdcd beam=5"
+    assert schedule_label({}, "last", {"beam": 5}) == "unknown beam=5"
+    assert schedule_label(sched, "last", None) == "max_update=300 args=cdcdcdcd"

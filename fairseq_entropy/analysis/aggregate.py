@@ -163,7 +163,7 @@ def collect_scores(roots: Iterable[str | os.PathLike]) -> List[dict]:
             row = {**{c: rec.get(c) for c in RESULT_COLUMNS},
                    **{c: graded.get(c) for c in GRADED_COLUMNS}, "path": str(f)}
             sched = rec.get("schedule") if isinstance(rec.get("schedule"), dict) else {}
-            row.update(schedule=schedule_label(sched, rec["checkpoint"]),
+            row.update(schedule=schedule_label(sched, rec["checkpoint"], rec.get("decoding")),
                        updates=sched.get("updates"),
                        epochs=sched.get("epochs"),
                        preset_max_update=sched.get("preset_max_update"),

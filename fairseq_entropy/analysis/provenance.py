@@ -30,6 +30,7 @@ from typing import Callable, Mapping, Optional, Tuple
 
 from ..errors import DataFormatError, UserError
 from ..files import iter_text_lines, read_json
+from .decoding import check_decoding, read_generation_options
 from .schedules import schedule_label, schedule_record
 from .checkpoint_labels import check_checkpoint_label, check_selection
 from .columns import CHECKPOINT_LABELS, DECODER_ONLY, ENCODER_DECODER, ScoreError
@@ -259,7 +260,8 @@ def data_variant(manifest: dict) -> str:
 def provenance(manifest: dict, manifest_sha256: str, data_dir: str | os.PathLike,
                split: str, checkpoint: str, preset: str, model: str, seed: int,
                checkpoint_path: Optional[str] = None, training: Optional[dict] = None,
-               data_check: str = "", own_schedule: Optional[dict] = None) -> dict:
+               data_check: str = "", own_schedule: Optional[dict] = None,
+               decoding: Optional[dict] = None) -> dict:
     """The metadata a ``score.json`` records about where its number comes from.
 
     Keys: experiment, variant (:func:`data_variant`), level, entropy_bits,
@@ -268,7 +270,9 @@ def provenance(manifest: dict, manifest_sha256: str, data_dir: str | os.PathLike
     (label), checkpoint_path, training_data_check (the statement of
     :func:`check_training_data`), train_data_manifest_sha256 (the checkpoint's record, None
     when unknown), schedule (:func:`.schedules.schedule_record` of ``training``), schedule_label
-    (:func:`.schedules.schedule_label`) and model_family (:func:`model_family`).
+    (:func:`.schedules.schedule_label`), decoding (the generation options of
+    :func:`.decoding.check_decoding`, None when not known) and model_family
+    (:func:`model_family`).
 
     Raises:
         ScoreError: an unknown checkpoint label.
@@ -288,7 +292,8 @@ def provenance(manifest: dict, manifest_sha256: str, data_dir: str | os.PathLike
             "preset": preset, "model": model, "seed": seed, "checkpoint": checkpoint,
             "checkpoint_path": checkpoint_path, "training_data_check": data_check,
             "train_data_manifest_sha256": (training or {}).get("data_manifest_sha256"),
-            "schedule": schedule, "schedule_label": schedule_label(schedule, checkpoint),
+            "schedule": schedule, "decoding": decoding,
+            "schedule_label": schedule_label(schedule, checkpoint, decoding),
             "model_family": model_family(manifest)}
 
 
@@ -334,7 +339,9 @@ def resolve_provenance(generate_output: str | os.PathLike, checkpoint_label: str
         ``{"data": the level directory, "meta": :func:`provenance` of the decode}``.
 
     Raises:
-        UserError: a value that cannot be known, or arguments that contradict the checkpoint.
+        UserError: a value that cannot be known, arguments that contradict the checkpoint,
+            or a decode made with an option that is not the model's own output
+            (:func:`.decoding.check_decoding`: its log names it).
         ScoreError: an unreadable checkpoint, a level without a manifest, or an unknown
             checkpoint label.
         DataFormatError: an unreadable manifest.
@@ -352,6 +359,7 @@ def resolve_provenance(generate_output: str | os.PathLike, checkpoint_label: str
                         info["training"].get("valid_subset"))
     where = f"checkpoint {ckpt}" if info else f"no checkpoint at {ckpt}"
     log = Path(generate_output).with_suffix(".log")
+    decoding = check_decoding(read_generation_options(log), str(log))
     training, source = ((info["training"], f"checkpoint {ckpt}") if info else
                         (read_generate_log(log), f"the checkpoint record in {log}"))
 
@@ -446,4 +454,4 @@ def resolve_provenance(generate_output: str | os.PathLike, checkpoint_label: str
     return {"data": data, "meta": provenance(manifest, sha, data, split, checkpoint_label,
                                              preset, preset_model, seed,
                                              info["path"] if info else None, training,
-                                             data_check, own)}
+                                             data_check, own, decoding)}

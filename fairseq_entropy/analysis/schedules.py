@@ -11,6 +11,8 @@ import hashlib
 import math
 from typing import Optional
 
+from .decoding import decoding_label
+
 
 #: ``extra_args_sha256`` of a run without arguments after the preset's: the SHA-256 of no
 #: bytes (``experiments.presets.train_args_sha256([])``)
@@ -67,7 +69,8 @@ def training_finished(schedule: Optional[dict]) -> Optional[bool]:
     return any(ends) if ends else None
 
 
-def schedule_label(schedule: Optional[dict], checkpoint: Optional[str] = None) -> str:
+def schedule_label(schedule: Optional[dict], checkpoint: Optional[str] = None,
+                   decoding: Optional[dict] = None) -> str:
     """The schedule part of an aggregate's cell key: ``max_update=U`` (and ``max_epoch=E``
     when set) and the first 8 hex digits of the arguments' hash, e.g. ``max_update=40
     args=1a2b3c4d``, then ``extra=`` and the first 8 hex digits of the hash of the arguments
@@ -75,11 +78,13 @@ def schedule_label(schedule: Optional[dict], checkpoint: Optional[str] = None) -
     schedule (older score files and ``results.tsv``).  The last checkpoint (``checkpoint``
     ``last``) of a training stopped before its end (:func:`training_finished` False: killed,
     preempted, still running) adds ``unfinished=<updates>``, so it is never averaged with
-    finished runs, nor with runs cut off elsewhere.  Runs with different labels are never
-    seeds of one cell."""
+    finished runs, nor with runs cut off elsewhere; a decode with a beam wider than 1
+    (``decoding``, :func:`.decoding.decoding_label`) adds ``beam=<K>``.  Runs with different
+    labels are never seeds of one cell."""
     s = schedule or {}
+    beam = decoding_label(decoding)
     if s.get("max_update") is None and s.get("max_epoch") is None:
-        return "unknown"
+        return " ".join(["unknown", beam]) if beam else "unknown"
     parts = [f"max_update={s.get('max_update') or 0}"]
     if s.get("max_epoch"):
         parts.append(f"max_epoch={s['max_epoch']}")
@@ -89,4 +94,6 @@ def schedule_label(schedule: Optional[dict], checkpoint: Optional[str] = None) -
         parts.append(f"extra={s['extra_args_sha256'][:8]}")
     if checkpoint == "last" and training_finished(s) is False:
         parts.append(f"unfinished={s.get('updates')}")
+    if beam:
+        parts.append(beam)
     return " ".join(parts)
