@@ -377,7 +377,7 @@ def aggregate(roots: Sequence[str | os.PathLike], out_dir: str | os.PathLike,
     Raises:
         ScoreError: ``out_dir`` is (inside) an input directory, or holds an aggregate and
             ``force`` is not given; see :func:`collect_scores`,
-            :func:`.statistics.check_runs` (on every row, COGS included: a run passed twice,
+            :func:`.runs.check_runs` (on every row, COGS included: a run passed twice,
             e.g. an earlier ``results.tsv`` beside the run directories it was made from) and
             :func:`.runs.group_runs`; nothing is written then.
         DataFormatError: an unreadable input, or an output that cannot be written.

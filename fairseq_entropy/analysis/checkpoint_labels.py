@@ -105,21 +105,24 @@ def check_checkpoint_label(generate_output: str | os.PathLike, label: str,
         raise UserError(f"{generate_output} is named as the decode of the {named} checkpoint, "
                         f"but the checkpoint label is {label}. Fix: pass --checkpoint {named} "
                         "(or rename the file if it is the decode of the other checkpoint)")
+    def contradicts(checkpoint_file) -> Optional[tuple]:
+        """``(the label checkpoint_file's name gives, the label to pass)`` when the name
+        contradicts ``label``, else None."""
+        of_file = label_of_checkpoint_name(checkpoint_file)
+        if of_file is None or (of_file == "last") == (label == "last"):
+            return None
+        return of_file, "last" if of_file == "last" else "best (or test-loss)"
+
     decoded = decoded_checkpoint(generate_output)
-    of_log = label_of_checkpoint_name(decoded)
-    if of_log is not None and (of_log == "last") != (label == "last"):
-        fits = "last" if of_log == "last" else "best (or test-loss)"
+    if wrong := contradicts(decoded):
         raise UserError(f"{Path(generate_output).with_suffix('.log')} says the decode loaded "
-                        f"{decoded}, the {of_log} checkpoint, but the checkpoint label is "
-                        f"{label}. Fix: pass --checkpoint {fits}, or score the decode of the "
-                        f"{label} checkpoint")
-    name = Path(path).name if path else None
-    if (name == "checkpoint_last.pt" and label != "last") or \
-            (name == "checkpoint_best.pt" and label == "last"):
-        fits = "last" if label != "last" else "best (or test-loss)"
-        raise UserError(f"--path {path} is the {'last' if label != 'last' else 'best'} "
-                        f"checkpoint, but the checkpoint label is {label}. Fix: pass "
-                        f"--checkpoint {fits}, or --path with the checkpoint that was decoded")
+                        f"{decoded}, the {wrong[0]} checkpoint, but the checkpoint label is "
+                        f"{label}. Fix: pass --checkpoint {wrong[1]}, or score the decode of "
+                        f"the {label} checkpoint")
+    if wrong := contradicts(path):
+        raise UserError(f"--path {path} is the {wrong[0]} checkpoint, but the checkpoint label "
+                        f"is {label}. Fix: pass --checkpoint {wrong[1]}, or --path with the "
+                        "checkpoint that was decoded")
 
 
 def selection_label(metric: Optional[str], valid_subset: Optional[str]) -> Optional[str]:
