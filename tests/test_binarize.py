@@ -140,6 +140,48 @@ def test_preprocess_workers_write_what_a_fairseq_preprocess_process_writes(tmp_p
                 == (tmp_path / "process" / name).read_bytes()), name
 
 
+def test_a_thread_of_an_interrupted_preprocess_block_starts_no_fairseq_preprocess(tmp_path,
+                                                                                 monkeypatch):
+    """After a preprocess_processes block ends by Ctrl-C (or SIGTERM raised as it), a call from
+    one of its threads that comes late fails at once instead of starting a fairseq-preprocess
+    interpreter of its own (which made binarize --jobs 2 take 20 s and more to stop); the
+    thread that opened the block, and the threads of the next block, run as before."""
+    import threading
+
+    from fairseq_entropy.scan import preprocess
+
+    started = []
+    monkeypatch.setattr(preprocess, "_run_in_own_group",
+                        lambda cmd: started.append(cmd) or (0, ""))
+
+    def in_thread():
+        out = {}
+
+        def call():
+            try:
+                preprocess.run_preprocess(tmp_path, tmp_path / "o", tmp_path / "d.txt",
+                                          ["train"])
+                out["ok"] = True
+            except BinarizeError as e:
+                out["error"] = str(e)
+        t = threading.Thread(target=call)
+        t.start()
+        t.join()
+        return out
+
+    with pytest.raises(KeyboardInterrupt):
+        with preprocess.preprocess_processes(1):
+            raise KeyboardInterrupt
+    late = in_thread()
+    assert "not started: the binarization it belongs to was stopped" in late["error"]
+    assert started == []
+    preprocess.run_preprocess(tmp_path, tmp_path / "o", tmp_path / "d.txt", ["train"])
+    assert len(started) == 1                      # the block's own thread: a process of its own
+    with preprocess.preprocess_processes(1):
+        pass                                      # the next block, ended normally
+    assert in_thread() == {"ok": True} and len(started) == 2
+
+
 def test_sentencepiece_on_the_source_side_keeps_word_level_actions(tmp_path, capsys):
     """--spm-side source: the model is trained on the commands alone; with 23 pieces (the 21
     letters of the commands, the word boundary and <unk>) every verb is spelled out in

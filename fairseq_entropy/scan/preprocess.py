@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
@@ -23,6 +24,11 @@ from .databin import SOURCE_LANG, TARGET_LANG, BinarizeError
 
 #: worker processes that run fairseq-preprocess in-process; set by :func:`preprocess_processes`
 _PREPROCESS_POOL = None
+#: set when a block of :func:`preprocess_processes` ends by an exception, until the next block
+#: opens: a call that one of the block's threads makes afterwards fails at once
+_BLOCK_ENDED_BY_ERROR = threading.Event()
+#: the thread that opened the last block (its own calls are never refused)
+_BLOCK_OWNER: Optional[threading.Thread] = None
 
 
 @contextlib.contextmanager
@@ -34,9 +40,12 @@ def preprocess_processes(n: int):
     Calls from several threads share the workers.  Outside the block, or nested, each call
     starts its own ``python -m fairseq_cli.preprocess``.  When the block ends by an exception
     (Ctrl-C, or SIGTERM raised as one) the workers are killed at once, so that none outlives this
-    process, and the calls still waiting on them fail.
+    process, and the calls still waiting on them fail.  When it ends by any exception, the
+    calls that other threads make afterwards (threads the caller has not joined yet) raise
+    :class:`~fairseq_entropy.scan.databin.BinarizeError` at once instead of starting a
+    fairseq-preprocess of their own, so that stopping does not wait for new interpreters.
     """
-    global _PREPROCESS_POOL
+    global _PREPROCESS_POOL, _BLOCK_OWNER
     if _PREPROCESS_POOL is not None or n < 1:
         yield
         return
@@ -45,11 +54,15 @@ def preprocess_processes(n: int):
 
     pool = ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn"))
     _PREPROCESS_POOL = pool
+    _BLOCK_OWNER = threading.current_thread()
+    _BLOCK_ENDED_BY_ERROR.clear()
     try:
         yield
-    except KeyboardInterrupt:
-        for proc in list((pool._processes or {}).values()):
-            proc.kill()
+    except BaseException as e:
+        _BLOCK_ENDED_BY_ERROR.set()
+        if isinstance(e, KeyboardInterrupt):
+            for proc in list((pool._processes or {}).values()):
+                proc.kill()
         raise
     finally:
         _PREPROCESS_POOL = None
@@ -125,7 +138,9 @@ def run_preprocess(src_dir: Path, dest: Path, dict_path: Path, splits: Sequence[
 
     Raises:
         BinarizeError: fairseq-preprocess failed (with the end of its output), or, without
-            ``allow_unk``, replaced tokens by ``<unk>``.
+            ``allow_unk``, replaced tokens by ``<unk>``; or the call comes from another thread than
+            the one that opened the last :func:`preprocess_processes` block, after that block
+            ended by an exception.
     """
     sides = ["--only-source"] if only_source else [
         "--source-lang", SOURCE_LANG, "--target-lang", TARGET_LANG,
@@ -137,6 +152,10 @@ def run_preprocess(src_dir: Path, dest: Path, dict_path: Path, splits: Sequence[
         if split in splits:
             argv += [flag, str(src_dir / split)]
     pool = _PREPROCESS_POOL
+    if pool is None and _BLOCK_ENDED_BY_ERROR.is_set() and \
+            threading.current_thread() is not _BLOCK_OWNER:
+        raise BinarizeError(f"fairseq-preprocess of {src_dir} not started: the binarization "
+                            "it belongs to was stopped (interrupted, or another level failed)")
     if pool is not None and workers == 1:
         status, log = pool.submit(_preprocess_main, argv).result()
     else:
