@@ -89,7 +89,7 @@ def test_sentencepiece_binarization_round_trips_and_shares_one_model(tmp_path, c
         gen.write_text("\n".join(lines) + "\n")
         assert cli(["score", str(gen), "--out", str(tmp_path / f"score_{lv.name}"),
                     "--data", str(lv), "--preset", "exp1_cnn_authors", "--seed", "1",
-                "--unverified"]) == 0
+                "--unverified", "--checkpoint", "last"]) == 0
         rec = json.loads((tmp_path / f"score_{lv.name}" / "score.json").read_text())
         assert rec["accuracy"] == 1.0 and rec["n"] == 7056
     # same input, same model bytes (encoding and fairseq-preprocess are deterministic)
@@ -224,7 +224,7 @@ def test_sentencepiece_on_the_source_side_keeps_word_level_actions(tmp_path, cap
     gen.write_text("\n".join(lines) + "\n")
     assert cli(["score", str(gen), "--out", str(tmp_path / "score"), "--data", str(out),
                 "--preset", "exp1_cnn_authors", "--seed", "1",
-                "--unverified"]) == 0
+                "--unverified", "--checkpoint", "last"]) == 0
     rec = json.loads((tmp_path / "score" / "score.json").read_text())
     assert rec["accuracy"] == 1.0 and rec["n"] == len(commands) == 7056
     assert rec["graded"]["clause_accuracy"] == 1.0 and rec["variant"] == "spm23-source"

@@ -141,11 +141,11 @@ def test_directories_given_as_files_are_named(tmp_path, capsys):
     (level / "manifest.json").write_text(json.dumps({"experiment": "exp1", "sizes": {}}))
     assert cli(["score", str(d), "--out", str(tmp_path / "s"), "--data", str(level),
                 "--preset", "exp1_cnn", "--seed", "1",
-                "--unverified"]) == 2
+                "--unverified", "--checkpoint", "last"]) == 2
     assert f"{d} is a directory, not a file" in capsys.readouterr().err
     assert cli(["score", str(level / "test.in"), "--out", str(tmp_path / "s"), "--data",
                 str(d), "--preset", "exp1_cnn", "--seed", "1",
-                "--unverified"]) == 2
+                "--unverified", "--checkpoint", "last"]) == 2
     assert f"{d}/manifest.json not found" in capsys.readouterr().err
 
 

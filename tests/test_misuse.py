@@ -207,7 +207,8 @@ def world(tmp_path_factory):
     (w / "gen.txt").write_text("".join(f"S-{i}\t{c}\nT-{i}\t{a}\nH-{i}\t-0.1\t{a}\n"
                                        for i, (c, a) in enumerate(zip(cmds, acts))))
     assert main(["score", str(w / "gen.txt"), "--out", str(w / "runs" / "last"), "--data",
-                 str(level), "--preset", "exp1_cnn_authors", "--seed", "1", "--unverified"]) == 0
+                 str(level), "--preset", "exp1_cnn_authors", "--seed", "1", "--unverified",
+                 "--checkpoint", "last"]) == 0
     (w / "grid.toml").write_text('experiment = "exp1"\npresets = ["exp1_cnn_authors"]\n'
                                  'levels = [0, 3]\nseeds = [1, 2]\nn = [60]\n'
                                  'schedule = {max_update = 2}\n')
@@ -232,7 +233,7 @@ BASES = {
     "binarize files": "binarize --grammar paper --train {w}/scan_train.txt "
                       "--valid {w}/scan_valid.txt --test {w}/scan_test.txt --out {t}/bin",
     "score": "score {w}/gen.txt --out {t}/s --data {w}/exp1/entropy_3.0 "
-             "--preset exp1_cnn_authors --seed 1 --unverified",
+             "--preset exp1_cnn_authors --seed 1 --unverified --checkpoint last",
     "aggregate": "aggregate {w}/runs --out {t}/agg",
     "predict": "predict {w}/curve.tsv --split addprim_jump --measures {w}/split_measures.tsv "
                "--measured {w}/runs/last/score.json",

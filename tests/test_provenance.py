@@ -293,7 +293,7 @@ def test_a_run_selected_by_validation_is_not_rescored_as_test_loss(trained, tmp_
      "Fix: pass --checkpoint best"),
     ("decode.txt", ["--checkpoint", "best", "--path", "checkpoint_last.pt"],
      "is the last checkpoint, but the checkpoint label is best. Fix: pass --checkpoint last"),
-    ("decode.txt", ["--path", "checkpoint_best.pt"],
+    ("decode.txt", ["--checkpoint", "last", "--path", "checkpoint_best.pt"],
      "is the best checkpoint, but the checkpoint label is last. Fix: pass --checkpoint best"),
     # trained keeping the best validation seq_acc: not the lowest test loss
     ("decode.txt", ["--checkpoint", "test-loss", "--path", "checkpoint_best.pt"],
@@ -316,9 +316,9 @@ def test_score_refuses_a_checkpoint_label_that_the_files_contradict(trained, tmp
 
 
 @pytest.mark.parametrize("loaded, options, message", [
-    # a decode whose name has no label is scored as last, unless its log names the best
-    ("checkpoint_best.pt", [], "the best checkpoint, but the checkpoint label is last. Fix: "
-                               "pass --checkpoint best (or test-loss)"),
+    ("checkpoint_best.pt", ["--checkpoint", "last"],
+     "the best checkpoint, but the checkpoint label is last. Fix: pass --checkpoint best "
+     "(or test-loss)"),
     ("checkpoint_last.pt", ["--checkpoint", "best"],
      "the last checkpoint, but the checkpoint label is best. Fix: pass --checkpoint last"),
 ])
@@ -340,6 +340,32 @@ def test_score_refuses_a_label_that_the_decodes_log_contradicts(trained, tmp_pat
     assert cli(["score", str(gen), "--out", str(tmp_path / "s"), "--data",
                 str(trained["bin3"]), "--path", str(path), "--checkpoint",
                 "last" if loaded == "checkpoint_last.pt" else "best"]) == 0
+
+
+def test_an_unlabelled_decode_takes_its_label_from_the_checkpoint_or_is_refused(
+        trained, tmp_path, capsys):
+    """A decode whose name holds no label (not generate-<label>.txt) and no --checkpoint: the
+    label is that of the checkpoint --path names, else of the one its log says it loaded;
+    with neither, score refuses instead of taking the last checkpoint's provenance."""
+    run = trained["run"]
+    gen = tmp_path / "decode.txt"
+    shutil.copy(run / "generate-last.txt", gen)
+    best = run / "checkpoints" / "checkpoint_best.pt"
+    assert cli(["score", str(gen), "--out", str(tmp_path / "p"), "--path", str(best)]) == 0
+    assert json.loads((tmp_path / "p" / "score.json").read_text())["checkpoint"] == "best"
+    (tmp_path / "decode.log").write_text(
+        f"2026-12-04 10:00:00 | INFO | fairseq_cli.generate | loading model(s) from {best}\n")
+    assert cli(["score", str(gen), "--out", str(tmp_path / "l"), "--data", str(trained["bin3"]),
+                "--preset", PRESET, "--seed", "3", "--unverified"]) == 0
+    assert json.loads((tmp_path / "l" / "score.json").read_text())["checkpoint"] == "best"
+    (tmp_path / "decode.log").unlink()
+    capsys.readouterr()
+    assert cli(["score", str(gen), "--out", str(tmp_path / "n"), "--data",
+                str(trained["bin3"])]) == 2
+    err = capsys.readouterr().err
+    assert f"{gen}: which checkpoint was decoded is not known" in err
+    assert "Fix: pass --checkpoint last (or best, test-loss)" in err
+    assert not (tmp_path / "n").exists()
 
 
 def test_score_takes_the_checkpoint_label_from_the_decodes_name(trained, tmp_path):

@@ -121,7 +121,7 @@ def test_score_on_binarized_scan_data(tmp_path, capsys):
         "H-0\t-0.2\tI_WALK I_WALK", "D-0\t-0.2\tI_WALK I_WALK"])
     assert cli(["score", str(gen), "--out", str(tmp_path / "s"), "--data", str(out),
                 "--preset", "scan_equivariant", "--seed", "1",
-                "--unverified"]) == 0
+                "--unverified", "--checkpoint", "last"]) == 0
     rec = json.loads((tmp_path / "s" / "score.json").read_text())
     assert rec["accuracy"] == 0.5 and rec["experiment"] == "scan" and rec["level"] == "bin"
     assert rec["grammar"] == "scan" and rec["n_train"] == 38 and rec["data_seed"] == 1
@@ -132,7 +132,7 @@ def test_score_on_binarized_scan_data(tmp_path, capsys):
                                                                "look"))
     assert cli(["score", str(tmp_path / "gen2.txt"), "--out", str(tmp_path / "s2"), "--data",
                 str(out), "--preset", "scan_equivariant", "--seed", "1",
-                "--unverified"]) == 2
+                "--unverified", "--checkpoint", "last"]) == 2
     assert "sample 1 is 'jump after look' but command 1" in capsys.readouterr().err
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from fairseq_entropy.analysis.checkpoint_labels import label_of_name
 from fairseq_entropy.analysis.columns import ScoreError
 from fairseq_entropy.analysis.paper import paper_curve
 from fairseq_entropy.analysis.scoring import read_generate_output, score_generate_output
@@ -123,8 +124,11 @@ def make_level(root, test_sources=GEN_SOURCES, test_targets=GEN_TARGETS, **manif
 
 def score(gen, out, level, *extra, preset="exp1_transformer_sinusoidal"):
     """``fairseq-entropy score`` of a hand-made decode: no checkpoint and no generate log
-    exist, so the data, preset and seed are taken as given (``--unverified``)."""
-    argv = ["score", str(gen), "--out", str(out), "--data", str(level), "--unverified", *extra]
+    exist, so the data, preset and seed are taken as given (``--unverified``), and a decode
+    whose name gives no checkpoint label is labelled ``--checkpoint last``."""
+    label = [] if label_of_name(gen) else ["--checkpoint", "last"]
+    argv = ["score", str(gen), "--out", str(out), "--data", str(level), "--unverified",
+            *label, *extra]
     if preset:
         argv += ["--preset", preset]
     return cli(argv)
@@ -292,7 +296,7 @@ def test_score_needs_a_known_preset_and_seed(tmp_path, capsys):
     gen.write_text(GEN)
     level = make_level(tmp_path / "level")
     assert cli(["score", str(gen), "--out", str(tmp_path / "s"), "--preset", "exp1_cnn",
-                "--seed", "1"]) == 2
+                "--seed", "1", "--checkpoint", "last"]) == 2
     err = capsys.readouterr().err
     assert "the decoded data is unknown (no --data; no checkpoint at " in err
     assert "Fix: pass --data LEVEL_DIR" in err

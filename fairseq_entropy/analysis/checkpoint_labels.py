@@ -125,6 +125,32 @@ def check_checkpoint_label(generate_output: str | os.PathLike, label: str,
                         "checkpoint that was decoded")
 
 
+def decoded_label(generate_output: str | os.PathLike,
+                  path: Optional[str | os.PathLike] = None) -> str:
+    """The checkpoint label of a decode when none is given: the label of its file name
+    (``generate-<label>.txt``), else the one the decoded checkpoint's file name gives (``path``,
+    else the checkpoint fairseq-generate's log beside the decode says it loaded):
+    ``checkpoint_last.pt`` -> ``last``, ``checkpoint_best.pt`` -> ``best``.
+
+    Raises:
+        UserError: nothing tells which checkpoint was decoded (the label is then not guessed:
+            a decode of the best checkpoint scored as the last one would be mislabelled).
+    """
+    label = label_of_name(generate_output) or label_of_checkpoint_name(path) or \
+        label_of_checkpoint_name(decoded_checkpoint(generate_output))
+    if label is None:
+        log = Path(generate_output).with_suffix(".log")
+        raise UserError(
+            f"{generate_output}: which checkpoint was decoded is not known: the file is not "
+            "named generate-<label>.txt, "
+            + (f"--path {path} is neither checkpoint_last.pt nor checkpoint_best.pt"
+               if path else "no --path names the checkpoint")
+            + f", and {log} (fairseq-generate's log) does not name a checkpoint_last.pt or "
+            "checkpoint_best.pt it loaded. Fix: pass --checkpoint last (or best, test-loss), or "
+            "name the output generate-last.txt")
+    return label
+
+
 def selection_label(metric: Optional[str], valid_subset: Optional[str]) -> Optional[str]:
     """The label of a best checkpoint kept by fairseq's ``--best-checkpoint-metric``
     ``metric`` over the splits ``valid_subset``: ``best`` for ``seq_acc``, ``test-loss`` for

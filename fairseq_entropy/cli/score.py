@@ -29,7 +29,9 @@ def add_parser(sub) -> None:
                     help="which checkpoint was decoded: the last, the best on validation "
                     "(seq_acc), or the one with the lowest test loss (the paper authors' "
                     "selection, recipes/train_level.sh with SELECT=test-loss) (default: the "
-                    "label in the output's name, generate-<label>.txt, else last); refused "
+                    "label in the output's name, generate-<label>.txt, else that of the "
+                    "checkpoint's name in --path or in the output's log; refused when none "
+                    "tells); refused "
                     "when the output's or the checkpoint's name, the checkpoint that "
                     "fairseq-generate's log beside the output (OUTPUT.log) says it loaded, or "
                     "the metric its training kept the best checkpoint by, says otherwise")
@@ -50,7 +52,7 @@ def add_parser(sub) -> None:
 
 def run(args) -> None:
     """``score``: exact-match accuracy of one fairseq-generate output, with its provenance."""
-    from ..analysis.checkpoint_labels import label_of_name
+    from ..analysis.checkpoint_labels import decoded_label
     from ..analysis.provenance import resolve_provenance
     from ..analysis.scoring import score_lines, write_score
     from ..experiments.presets import (check_fits_data, check_preset, load_presets, own_schedule,
@@ -68,7 +70,7 @@ def run(args) -> None:
     presets = load_presets(args.presets)
     if args.preset is not None:
         check_preset(presets, args.preset)
-    label = args.checkpoint or label_of_name(args.generate_output) or "last"
+    label = args.checkpoint or decoded_label(args.generate_output, args.path)
     run = resolve_provenance(args.generate_output, label, presets, path=args.path,
                              data=args.data, preset=args.preset, model=args.model,
                              seed=args.seed, split=args.split, unverified=args.unverified,
