@@ -209,6 +209,30 @@ def test_score_per_case_and_type(tmp_path):
         rec["by_case"]
 
 
+def test_an_unknown_reference_word_is_never_an_exact_match(tmp_path):
+    """A gen reference word outside the training dictionary is binarized as <unk>, and
+    fairseq-generate prints it as ``<<unk>>`` on the T- line (escaped) while a hypothesis of
+    the <unk> symbol prints ``<unk>``: the sentence counts as wrong, never as a match of two
+    unknowns."""
+    from fairseq.data import Dictionary
+
+    d = Dictionary()
+    for w in ("monk", "(", ")", "agent"):
+        d.add_symbol(w)
+    ref = d.encode_line("monastery ( agent )", add_if_not_exist=False, append_eos=False)
+    target = d.string(ref, escape_unk=True)                   # as fairseq-generate's T- line
+    hypothesis = d.string(ref)                                # the model's <unk> symbol
+    assert target == "<<unk>> ( agent )" and hypothesis == "<unk> ( agent )"
+    data = tmp_path / "level"
+    data.mkdir()
+    (data / "gen.in").write_text("the monastery\n")
+    (data / "gen.case").write_text("unacc_to_transitive\n")
+    gen = tmp_path / "generate.txt"
+    gen.write_text(f"S-0\tthe monastery\nT-0\t{target}\nH-0\t-0.1\t{hypothesis}\n")
+    rec = write_score(gen, tmp_path / "score", {"grammar": "cogs"}, data, "gen")
+    assert rec["accuracy"] == 0.0
+
+
 def test_cases_over_seeds(tmp_path):
     rows = []
     for seed, acc in ((1, 0.2), (2, 0.6)):

@@ -105,7 +105,7 @@ def write_report(rows: Sequence[dict], out_dir: str | os.PathLike,
         :func:`agreement_lines` of the cells.
 
     Raises:
-        ScoreError: rows that cannot be averaged (:func:`~.statistics.check_runs`: a run
+        ScoreError: rows that cannot be averaged (:func:`~.runs.check_runs`: a run
             twice, a cell of runs with different ``n_train``), before anything is written.
     """
     check_runs(rows)
@@ -126,7 +126,7 @@ def write_report(rows: Sequence[dict], out_dir: str | os.PathLike,
     # summary.tsv names a curve by its preset and gives the training size N of each cell (for
     # Experiment 2 it grows with the support), as results.tsv does
     # (the cell's first row's, as in statistics.summarize: the runs of a cell record one N,
-    # statistics.check_runs)
+    # runs.check_runs)
     n_of: Dict[tuple, object] = {}
     for r in rows:
         n_of.setdefault(st.cell_key(r), r.get("n_train", r.get("train_size")))
