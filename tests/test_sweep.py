@@ -304,6 +304,36 @@ def test_per_gpu_on_a_cpu_sweep_is_refused_not_ignored(tmp_path, capsys):
     assert not (tmp_path / "r").exists()
 
 
+def test_threads_per_cpu_cell(tmp_path, capsys):
+    """--threads T gives each CPU cell OMP_NUM_THREADS=T (default 1) and, without --jobs,
+    cores // T slots; slots that need more threads than cores are refused, and so is
+    --threads where it would be ignored (GPU cells, Slurm / submitit tasks)."""
+    assert devices.device_slots(None, "cpu", cores=4, threads=2) == \
+        [{"DEVICE": "cpu", "OMP_NUM_THREADS": "2"}] * 2
+    assert devices.device_slots(1, "cpu", cores=2, threads=2) == \
+        [{"DEVICE": "cpu", "OMP_NUM_THREADS": "2"}]
+    assert devices.device_slots(3, "cpu", cores=2) == \
+        [{"DEVICE": "cpu", "OMP_NUM_THREADS": "1"}] * 3      # one thread each: as before
+    with pytest.raises(ValueError, match=r"--threads 2 x 2 cell\(s\) at once = 4 threads on 3 "
+                                         r"core\(s\).*Fix: --jobs 1 with --threads 2"):
+        devices.device_slots(2, "cpu", cores=3, threads=2)
+    grid = GRIDS / "demo_cnn.toml"
+    root = ["--dry-run", "--root", str(tmp_path / "r")]
+    assert cli(["sweep", str(grid), *root, "--device", "cpu", "--jobs", "1",
+                "--threads", "2", "--seed", "830"]) == 0
+    out = capsys.readouterr().out
+    lines = [line for line in out.splitlines() if "train_level.sh" in line]
+    assert len(lines) == 3 and all(" OMP_NUM_THREADS=2 " in line for line in lines)
+    assert "1 worker slot(s)" in out
+    assert cli(["sweep", str(grid), *root, "--device", "gpu", "--gpus", "2",
+                "--threads", "2"]) == 2
+    assert "--threads 2: the cells train on GPUs, where it would be ignored" in \
+        capsys.readouterr().err
+    assert cli(["sweep", str(grid), *root, "--executor", "slurm", "--threads", "2"]) == 2
+    assert "cpus_per_task" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
+
+
 def test_a_grid_level_the_builder_refuses_is_refused_before_any_cell(tmp_path, capsys):
     """N = 5 rounds 5 x 0.05 validation commands to 0; N = 60000 exceeds the 7 x 8 x 2 x
     21 x 21 = 49392 commands with jump not first (7 first verbs, 8 second verbs, 2

@@ -51,7 +51,7 @@ DEFAULT_PER_GPU = 8
 
 def device_slots(jobs: Optional[int], device: str, gpus: int = 0,
                  per_gpu: int = 1, cores: Optional[int] = None,
-                 gpus_given: bool = False) -> List[Dict[str, str]]:
+                 gpus_given: bool = False, threads: int = 1) -> List[Dict[str, str]]:
     """Worker slots: the environment each concurrently running cell gets.
 
     Args:
@@ -61,18 +61,26 @@ def device_slots(jobs: Optional[int], device: str, gpus: int = 0,
         per_gpu: runs packed on each GPU (K).
         cores: CPU cores (default ``os.cpu_count()``).
         gpus_given: ``gpus`` came from the user's ``--gpus`` (for the message).
+        threads: torch threads of each CPU slot (``OMP_NUM_THREADS``).
 
     Returns:
-        one dict per slot. CPU: ``DEVICE=cpu``, ``OMP_NUM_THREADS=1``. GPU: ``DEVICE=gpu``
+        one dict per slot. CPU: ``DEVICE=cpu``, ``OMP_NUM_THREADS=<threads>``. GPU: ``DEVICE=gpu``
         and ``CUDA_VISIBLE_DEVICES`` assigned round-robin (slot i gets GPU i mod gpus, so
         that the first slots spread over all GPUs), at most ``per_gpu`` slots per GPU.
 
     Raises:
-        DeviceError: a GPU sweep without GPUs, or more jobs than ``gpus x per_gpu``.
+        DeviceError: a GPU sweep without GPUs, more jobs than ``gpus x per_gpu``, or CPU slots
+            of more than one thread that together need more threads than ``cores``.
     """
     if device == "cpu":
-        n = jobs or cores or os.cpu_count() or 1
-        return [{"DEVICE": "cpu", "OMP_NUM_THREADS": "1"} for _ in range(n)]
+        cores = cores or os.cpu_count() or 1
+        n = jobs or max(1, cores // threads)
+        if threads > 1 and n * threads > cores:
+            raise DeviceError(f"--threads {threads} x {n} cell(s) at once = {n * threads} "
+                              f"threads on {cores} core(s): the runs would slow each other "
+                              f"down. Fix: --jobs {max(1, cores // threads)} with --threads "
+                              f"{threads}, or --threads {max(1, cores // n)}")
+        return [{"DEVICE": "cpu", "OMP_NUM_THREADS": str(threads)} for _ in range(n)]
     if gpus < 1:
         given = "--gpus 0 was given" if gpus == 0 and gpus_given else "torch sees none"
         raise DeviceError(f"--device gpu: no GPU found ({given}). Fix: run with --device cpu "
