@@ -263,13 +263,16 @@ def test_valid_keys_are_submitits_own():
 # --------------------------------------------------------------------------- stopped sweep
 def test_sigterm_of_the_sweep_cancels_the_array_and_writes_the_status(tmp_path):
     cells = setup(tmp_path)
-    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", WAIT="60")
+    # the recipes wait far longer than the tasks may take to start on a loaded machine (each
+    # is a new interpreter importing submitit and the package), so both are running when the
+    # sweep is stopped
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", WAIT="900")
     p = subprocess.Popen([sys.executable, "-m", "fairseq_entropy.cli", "sweep",
                           str(tmp_path / "grid.toml"), "--root", str(tmp_path), "--executor",
                           "submitit-local", "--recipe", str(tmp_path / "recipe.sh")],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     pids = [c.run_dir(tmp_path) / "pid" for c in cells]
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 300
     while not all(f.exists() and f.read_text().strip() for f in pids):
         assert time.monotonic() < deadline and p.poll() is None, p.communicate()
         time.sleep(0.1)
