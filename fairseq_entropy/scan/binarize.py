@@ -282,7 +282,7 @@ def binarize_build_in_parallel(build_dir: str | os.PathLike, out: str | os.PathL
     try:
         return _binarize_levels(dirs, out, grammar, workers, jobs, spm_model, spm_side, fmt,
                                 each)
-    except Exception:  # a level failed (the others ran to the end): no partial data-bin
+    except Exception:  # a level failed (the others stopped or ended): no partial data-bin
         for level in new:
             shutil.rmtree(level, ignore_errors=True)
         if created:
