@@ -24,11 +24,10 @@ from .databin import SOURCE_LANG, TARGET_LANG, BinarizeError
 
 #: worker processes that run fairseq-preprocess in-process; set by :func:`preprocess_processes`
 _PREPROCESS_POOL = None
-#: set when a block of :func:`preprocess_processes` ends by an exception, until the next block
-#: opens: a call that one of the block's threads makes afterwards fails at once
-_BLOCK_ENDED_BY_ERROR = threading.Event()
-#: the thread that opened the last block (its own calls are never refused)
-_BLOCK_OWNER: Optional[threading.Thread] = None
+#: the thread that opened the last block of :func:`preprocess_processes` when that block ended
+#: by an exception, until the next block opens (else None): a call that another thread (one of
+#: the block's) makes meanwhile fails at once
+_STOPPED_BLOCK_OWNER: Optional[threading.Thread] = None
 
 
 @contextlib.contextmanager
@@ -45,7 +44,7 @@ def preprocess_processes(n: int):
     :class:`~fairseq_entropy.scan.databin.BinarizeError` at once instead of starting a
     fairseq-preprocess of their own, so that stopping does not wait for new interpreters.
     """
-    global _PREPROCESS_POOL, _BLOCK_OWNER
+    global _PREPROCESS_POOL, _STOPPED_BLOCK_OWNER
     if _PREPROCESS_POOL is not None or n < 1:
         yield
         return
@@ -54,12 +53,11 @@ def preprocess_processes(n: int):
 
     pool = ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn"))
     _PREPROCESS_POOL = pool
-    _BLOCK_OWNER = threading.current_thread()
-    _BLOCK_ENDED_BY_ERROR.clear()
+    _STOPPED_BLOCK_OWNER = None
     try:
         yield
     except BaseException as e:
-        _BLOCK_ENDED_BY_ERROR.set()
+        _STOPPED_BLOCK_OWNER = threading.current_thread()
         if isinstance(e, KeyboardInterrupt):
             for proc in list((pool._processes or {}).values()):
                 proc.kill()
@@ -152,8 +150,7 @@ def run_preprocess(src_dir: Path, dest: Path, dict_path: Path, splits: Sequence[
         if split in splits:
             argv += [flag, str(src_dir / split)]
     pool = _PREPROCESS_POOL
-    if pool is None and _BLOCK_ENDED_BY_ERROR.is_set() and \
-            threading.current_thread() is not _BLOCK_OWNER:
+    if pool is None and _STOPPED_BLOCK_OWNER not in (None, threading.current_thread()):
         raise BinarizeError(f"fairseq-preprocess of {src_dir} not started: the binarization "
                             "it belongs to was stopped (interrupted, or another level failed)")
     if pool is not None and workers == 1:
