@@ -112,12 +112,17 @@ def test_sentencepiece_vocabulary_out_of_range_is_refused(tmp_path, capsys):
     assert "--spm-vocab applies to a build directory" in capsys.readouterr().err
 
 
-def test_preprocess_workers_write_what_a_fairseq_preprocess_process_writes(tmp_path):
-    """fairseq-preprocess run in a reused worker process (preprocess_processes) gives the
-    same binary files as a new ``python -m fairseq_cli.preprocess``, and its failures surface
-    as BinarizeError with fairseq's message."""
+def test_preprocess_workers_write_what_a_fairseq_preprocess_process_writes(tmp_path,
+                                                                           monkeypatch):
+    """fairseq-preprocess run in a reused worker process (preprocess_processes), and in this
+    process (which has imported fairseq), gives the same binary files as a new
+    ``python -m fairseq_cli.preprocess`` (the binarize command line of one level, which does
+    not import fairseq), and its failures surface as BinarizeError with fairseq's message."""
+    import subprocess
+    import sys
     from pathlib import Path
 
+    from fairseq_entropy.scan import preprocess
     from fairseq_entropy.scan.binarize import binarize_level
     from fairseq_entropy.scan.preprocess import preprocess_processes, run_preprocess
 
@@ -126,7 +131,18 @@ def test_preprocess_workers_write_what_a_fairseq_preprocess_process_writes(tmp_p
                 "--seed", "3"]) == 0
     level = build / "entropy_2.0"
     g = Grammar.paper()
-    binarize_level(level, tmp_path / "process", g)
+    subprocess.run([sys.executable, "-m", "fairseq_entropy.cli", "binarize", str(level),
+                    "--out", str(tmp_path / "process")], check=True, capture_output=True)
+    assert "fairseq" in sys.modules
+    spawned = []
+    own_group = preprocess._run_in_own_group
+    monkeypatch.setattr(preprocess, "_run_in_own_group",
+                        lambda cmd: spawned.append(cmd) or own_group(cmd))
+    binarize_level(level, tmp_path / "here", g)
+    with pytest.raises(BinarizeError, match="(?s)fairseq-preprocess failed on .*"
+                                            "FileNotFoundError.*no_dict.txt"):
+        run_preprocess(level, tmp_path / "bad", tmp_path / "no_dict.txt", ["train"])
+    assert spawned == []  # both ran in this process
     with preprocess_processes(1):
         binarize_level(level, tmp_path / "worker", g)
         with pytest.raises(BinarizeError, match="(?s)fairseq-preprocess failed on .*"
@@ -136,8 +152,18 @@ def test_preprocess_workers_write_what_a_fairseq_preprocess_process_writes(tmp_p
                    if p.suffix in (".bin", ".idx", ".txt", ".json"))
     assert len(names) == 3 * 2 * 2 + 2 + 1                # splits x sides x (bin, idx), dicts
     for name in names:
-        assert (Path(tmp_path / "worker" / name).read_bytes()
-                == (tmp_path / "process" / name).read_bytes()), name
+        for other in ("worker", "here"):
+            assert (Path(tmp_path / other / name).read_bytes()
+                    == (tmp_path / "process" / name).read_bytes()), (other, name)
+    # Ctrl-C inside fairseq-preprocess run in this process is raised, not reported as a failure
+    from fairseq_cli import preprocess as fairseq_preprocess
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(fairseq_preprocess, "main", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run_preprocess(level, tmp_path / "stopped", tmp_path / "here" / "dict.in.txt", ["train"])
 
 
 def test_a_thread_of_an_interrupted_preprocess_block_starts_no_fairseq_preprocess(tmp_path,
@@ -153,6 +179,9 @@ def test_a_thread_of_an_interrupted_preprocess_block_starts_no_fairseq_preproces
     started = []
     monkeypatch.setattr(preprocess, "_run_in_own_group",
                         lambda cmd: started.append(cmd) or (0, ""))
+    # (a call from the main thread of this process, which has imported fairseq, runs here)
+    monkeypatch.setattr(preprocess, "_preprocess_main",
+                        lambda argv, worker=True: started.append(argv) or (0, ""))
 
     def in_thread():
         out = {}
@@ -176,7 +205,7 @@ def test_a_thread_of_an_interrupted_preprocess_block_starts_no_fairseq_preproces
     assert "not started: the binarization it belongs to was stopped" in late["error"]
     assert started == []
     preprocess.run_preprocess(tmp_path, tmp_path / "o", tmp_path / "d.txt", ["train"])
-    assert len(started) == 1                      # the block's own thread: a process of its own
+    assert len(started) == 1                      # the block's own thread: it runs
     with preprocess.preprocess_processes(1):
         pass                                      # the next block, ended normally
     assert in_thread() == {"ok": True} and len(started) == 2

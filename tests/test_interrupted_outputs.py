@@ -115,9 +115,20 @@ def test_a_read_only_output_folder_is_named(tmp_path, capsys):
         ro.chmod(0o755)
 
 
+@pytest.fixture
+def python_sigint():
+    """SIGINT handled by Python's own handler (``KeyboardInterrupt``) for the test, whatever
+    the process started with: a shell without job control starts a background command with
+    SIGINT ignored, and Python then leaves it ignored."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
 @pytest.mark.parametrize("kind", ["directory", "file"])
 def test_a_stop_signal_just_after_the_temporary_name_is_made_leaves_nothing(kind, tmp_path,
-                                                                            monkeypatch):
+                                                                            monkeypatch,
+                                                                            python_sigint):
     """SIGINT delivered the instant mkdtemp/mkstemp has created the temporary entry (before it
     returns) is held back until the name is recorded, so the cleanup removes it."""
     make = "mkdtemp" if kind == "directory" else "mkstemp"
@@ -139,7 +150,7 @@ def test_a_stop_signal_just_after_the_temporary_name_is_made_leaves_nothing(kind
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
-def test_stop_signals_deferred_delivers_the_signal_at_the_end_of_the_block():
+def test_stop_signals_deferred_delivers_the_signal_at_the_end_of_the_block(python_sigint):
     events, before = [], signal.getsignal(signal.SIGINT)
     with pytest.raises(KeyboardInterrupt):
         with stop_signals_deferred():

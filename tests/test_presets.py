@@ -1,5 +1,6 @@
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,29 @@ def test_presets_file_is_complete():
     assert paper["arch"] == "scan_transformer_paper" and paper["lr"] == 3e-4
     assert paper["batch_size"] == 32 and paper["epochs"] == 24
     assert paper["warmup_fraction"] == 0.06 and paper["min_lr_ratio"] == 0.1
+
+
+def test_every_packaged_arch_is_registered_and_known_without_importing_fairseq():
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    import fairseq_entropy.models  # noqa: F401 - registers the plugin's architectures
+    from fairseq_entropy.experiments.archs import packaged_archs
+
+    archs = {p["arch"] for p in load_presets().values()}
+    assert archs == packaged_archs() and {"scan_transformer_paper", "transformer_lm",
+                                          "fconv_scan_exp1"} <= archs
+    assert sorted(a for a in archs if a not in ARCH_MODEL_REGISTRY) == []
+    # the check of a packaged preset's arch leaves fairseq unimported (as the CLI starts)
+    code = ("import sys; from fairseq_entropy.experiments.archs import check_arch; "
+            "from fairseq_entropy.experiments.presets import load_presets; "
+            "check_arch('exp1_cnn', load_presets()['exp1_cnn']); "
+            "assert 'fairseq' not in sys.modules, 'fairseq imported'; "
+            "check_arch('my', {'arch': 'lstm_wiseman_iwslt_de_en'}); "
+            "assert 'fairseq' in sys.modules, 'a fairseq arch is looked up'")
+    # (argv[0] set as the console script sets it: the package then registers nothing)
+    res = subprocess.run([sys.executable, "-c", "import sys; sys.argv[0] = 'fairseq-entropy'; "
+                          + code], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr[-2000:]
 
 
 def test_every_preset_argument_survives_shell_word_splitting():

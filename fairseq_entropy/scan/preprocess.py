@@ -1,9 +1,10 @@
 """The ``fairseq-preprocess`` call that turns ``{split}.{in,out}`` text files into fairseq's
 binary mmap datasets with a given dictionary.
 
-Each call runs ``python -m fairseq_cli.preprocess`` in a new interpreter, or, inside
-:func:`preprocess_processes`, fairseq-preprocess's ``main`` in a reused worker process (the
-import of fairseq costs several seconds, more than binarizing a level).  A failure, or any
+Each call runs ``python -m fairseq_cli.preprocess`` in a new interpreter; or, inside
+:func:`preprocess_processes`, fairseq-preprocess's ``main`` in a reused worker process; or, in
+a process that has imported fairseq already, that ``main`` in the calling process itself (the
+import of fairseq costs about 3 s of CPU, more than binarizing a level).  A failure, or any
 token replaced by ``<unk>``, is a :class:`~fairseq_entropy.scan.databin.BinarizeError` with
 the end of fairseq-preprocess's output.
 """
@@ -67,19 +68,23 @@ def preprocess_processes(n: int):
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _preprocess_main(argv: List[str]) -> Tuple[int, str]:
-    """fairseq-preprocess's ``main`` on ``argv``, in this worker process.
+def _preprocess_main(argv: List[str], worker: bool = True) -> Tuple[int, str]:
+    """fairseq-preprocess's ``main`` on ``argv``, in this process (a worker of
+    :func:`preprocess_processes`, or with ``worker=False`` the caller's own main thread).
 
     Returns the exit status (0 or 1) and everything it logged or printed, which would otherwise
     reach the user's terminal.  ``main`` adds a handler logging to ``<destdir>/preprocess.log``
     on every call; the handler is closed and removed afterwards (the file stays, as it does
-    after a ``python -m fairseq_cli.preprocess``).
+    after a ``python -m fairseq_cli.preprocess``).  A failure of ``main`` (an error, or
+    argparse's exit) is status 1; outside a worker, Ctrl-C and the CLI's SIGTERM exception are
+    raised on, as they would be from a child process that the caller waits for.
     """
     import io
     import logging
     import traceback
     from contextlib import redirect_stderr, redirect_stdout
 
+    caught = BaseException if worker else (Exception, SystemExit)
     buf = io.StringIO()
     root = logging.getLogger()
     with redirect_stdout(buf), redirect_stderr(buf):
@@ -92,8 +97,8 @@ def _preprocess_main(argv: List[str]) -> Tuple[int, str]:
         try:
             preprocess.main(options.get_preprocessing_parser().parse_args(argv))
             status = 0
-        except BaseException:  # argparse exits; report like a failed subprocess
-            traceback.print_exc()
+        except caught:
+            traceback.print_exc()  # reported as a failed subprocess would be
             status = 1
         finally:
             for h in preprocess.logger.handlers[:]:
@@ -125,8 +130,10 @@ def run_preprocess(src_dir: Path, dest: Path, dict_path: Path, splits: Sequence[
                    only_source: bool = False, allow_unk: bool = False) -> None:
     """Run ``fairseq-preprocess`` on ``src_dir/{split}.{in,out}`` into ``dest`` with the
     dictionary ``dict_path`` (for the target side too unless ``tgt_dict_path`` is given): in a
-    worker of :func:`preprocess_processes` when one is open (and ``workers`` is 1), else as a
-    new ``python -m fairseq_cli.preprocess``.  With ``only_source``, the files are
+    worker of :func:`preprocess_processes` when one is open (and ``workers`` is 1); else, when
+    this process has imported fairseq already, in this process (from its main thread, with
+    ``workers`` 1); else as a new ``python -m fairseq_cli.preprocess``.  The files written are
+    the same in all three cases.  With ``only_source``, the files are
     ``src_dir/{split}`` (one sequence per line) and the result ``dest/{split}.{bin,idx}`` beside
     ``dest/dict.txt``: the layout of fairseq's ``language_modeling`` task.
 
@@ -155,6 +162,9 @@ def run_preprocess(src_dir: Path, dest: Path, dict_path: Path, splits: Sequence[
                             "it belongs to was stopped (interrupted, or another level failed)")
     if pool is not None and workers == 1:
         status, log = pool.submit(_preprocess_main, argv).result()
+    elif pool is None and workers == 1 and "fairseq" in sys.modules and \
+            threading.current_thread() is threading.main_thread():
+        status, log = _preprocess_main(argv, worker=False)
     else:
         status, log = _run_in_own_group([sys.executable, "-m", "fairseq_cli.preprocess", *argv])
     if status != 0:
