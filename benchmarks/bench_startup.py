@@ -24,6 +24,7 @@ Not a test.  Usage::
 import argparse
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -62,6 +63,14 @@ def main() -> None:
     args = ap.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     tmp = Path(tempfile.mkdtemp(prefix="bench_startup_"))
+    try:
+        run_cases(tmp, args.rounds)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def run_cases(tmp: Path, rounds: int) -> None:
+    """Build a level in ``tmp``, then measure and print every case ``rounds`` times."""
     subprocess.run([sys.executable, "-m", "fairseq_entropy.cli", "build", "exp1", "--levels",
                     "3", "--n", "300", "--seed", "1", "--out", str(tmp / "build")],
                    check=True, capture_output=True)
@@ -77,10 +86,10 @@ def main() -> None:
             level=level, out=str(tmp / f"spawned{r}"), thread=True),
     }
     times = {case: [] for case in cases}
-    for r in range(args.rounds):
+    for r in range(rounds):
         for case, code in cases.items():
             times[case].append(cpu_seconds(code(r)))
-    print(f"CPU seconds (user + system, median of {args.rounds} alternating rounds), "
+    print(f"CPU seconds (user + system, median of {rounds} alternating rounds), "
           f"torch threads {os.environ['OMP_NUM_THREADS']}")
     print(f"{'step':<20} {'variant':<16} {'CPU s':>7}")
     for (step, variant), ts in times.items():

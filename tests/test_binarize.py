@@ -138,11 +138,14 @@ def test_preprocess_workers_write_what_a_fairseq_preprocess_process_writes(tmp_p
     own_group = preprocess._run_in_own_group
     monkeypatch.setattr(preprocess, "_run_in_own_group",
                         lambda cmd: spawned.append(cmd) or own_group(cmd))
+    # fairseq's parser reads --user-dir from sys.argv: this process's own is not passed on
+    monkeypatch.setattr(sys, "argv", ["caller", "--user-dir", str(tmp_path / "no_such_dir")])
     binarize_level(level, tmp_path / "here", g)
     with pytest.raises(BinarizeError, match="(?s)fairseq-preprocess failed on .*"
                                             "FileNotFoundError.*no_dict.txt"):
         run_preprocess(level, tmp_path / "bad", tmp_path / "no_dict.txt", ["train"])
     assert spawned == []  # both ran in this process
+    assert sys.argv == ["caller", "--user-dir", str(tmp_path / "no_such_dir")]
     with preprocess_processes(1):
         binarize_level(level, tmp_path / "worker", g)
         with pytest.raises(BinarizeError, match="(?s)fairseq-preprocess failed on .*"
@@ -161,9 +164,43 @@ def test_preprocess_workers_write_what_a_fairseq_preprocess_process_writes(tmp_p
     def interrupted(args):
         raise KeyboardInterrupt
 
+    import logging
+
+    root = logging.getLogger()
+    before = (sys.stdout, sys.stderr, root.handlers[:], root.level, sys.argv)
     monkeypatch.setattr(fairseq_preprocess, "main", interrupted)
     with pytest.raises(KeyboardInterrupt):
         run_preprocess(level, tmp_path / "stopped", tmp_path / "here" / "dict.in.txt", ["train"])
+    assert (sys.stdout, sys.stderr, root.handlers, root.level, sys.argv) == before
+
+
+def test_tokens_outside_the_dictionary_are_refused_unless_allowed(tmp_path):
+    """fairseq-preprocess writes a token outside the dictionary as <unk> and logs the share
+    replaced; a share above 0 is refused (the COGS targets, whose unknown words score as
+    misses, allow it)."""
+    from fairseq_entropy.scan.preprocess import run_preprocess
+
+    build = tmp_path / "build"
+    assert cli(["build", "exp1", "--out", str(build), "--levels", "3", "--n", "100",
+                "--seed", "2"]) == 0
+    level = build / "entropy_3.0"
+    assert cli(["binarize", str(level), "--out", str(tmp_path / "bin")]) == 0
+    full = tmp_path / "bin" / "dict.in.txt"
+    lines = full.read_text().splitlines(True)
+    no_jump = tmp_path / "no_jump.txt"
+    no_jump.write_text("".join(ln for ln in lines if ln.split()[0] != "jump"))
+    assert len(no_jump.read_text().splitlines()) == len(lines) - 1
+    jumps = sum(c.split().count("jump") for c in (level / "train.in").read_text().splitlines())
+    tokens = sum(len(c.split()) + 1 for c in (level / "train.in").read_text().splitlines())
+    assert jumps > 0
+    with pytest.raises(BinarizeError) as e:
+        run_preprocess(level, tmp_path / "unk", no_jump, ["train"],
+                       tgt_dict_path=tmp_path / "bin" / "dict.out.txt")
+    assert "replaced tokens by <unk>" in str(e.value) and "Fix: " in str(e.value)
+    assert f"{tokens} tokens, {100 * jumps / tokens:.3}% replaced" in str(e.value)
+    run_preprocess(level, tmp_path / "allowed", no_jump, ["train"], allow_unk=True,
+                   tgt_dict_path=tmp_path / "bin" / "dict.out.txt")
+    assert (tmp_path / "allowed" / "train.in-out.in.bin").exists()
 
 
 def test_a_thread_of_an_interrupted_preprocess_block_starts_no_fairseq_preprocess(tmp_path,

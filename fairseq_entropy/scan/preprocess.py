@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -23,6 +24,8 @@ from typing import List, Optional, Sequence, Tuple
 from .databin import SOURCE_LANG, TARGET_LANG, BinarizeError
 
 
+#: fairseq-preprocess's summary of one binarized file: the share of tokens replaced by <unk>
+_REPLACED = re.compile(r"tokens, ([0-9.]+(?:e[-+]?[0-9]+)?)% replaced")
 #: worker processes that run fairseq-preprocess in-process; set by :func:`preprocess_processes`
 _PREPROCESS_POOL = None
 #: the thread that opened the last block of :func:`preprocess_processes` when that block ended
@@ -38,7 +41,8 @@ def preprocess_processes(n: int):
     (whose import of fairseq costs several seconds, more than binarizing a level).
 
     Calls from several threads share the workers.  Outside the block, or nested, each call
-    starts its own ``python -m fairseq_cli.preprocess``.  When the block ends by an exception
+    runs as :func:`run_preprocess` says (a new ``python -m fairseq_cli.preprocess``, or this
+    process when it has imported fairseq).  When the block ends by an exception
     (Ctrl-C, or SIGTERM raised as one) the workers are killed at once, so that none outlives this
     process, and the calls still waiting on them fail.  When it ends by any exception, the
     calls that other threads make afterwards (threads the caller has not joined yet) raise
@@ -75,7 +79,11 @@ def _preprocess_main(argv: List[str], worker: bool = True) -> Tuple[int, str]:
     Returns the exit status (0 or 1) and everything it logged or printed, which would otherwise
     reach the user's terminal.  ``main`` adds a handler logging to ``<destdir>/preprocess.log``
     on every call; the handler is closed and removed afterwards (the file stays, as it does
-    after a ``python -m fairseq_cli.preprocess``).  A failure of ``main`` (an error, or
+    after a ``python -m fairseq_cli.preprocess``).  ``sys.argv`` is ``[sys.argv[0]]`` meanwhile:
+    fairseq's parser reads ``--user-dir`` from the process's own command line, which is not
+    fairseq-preprocess's.  The redirection of stdout, stderr and the root logger holds for the
+    whole process while ``main`` runs: what other threads print or log meanwhile goes into the
+    returned text.  A failure of ``main`` (an error, or
     argparse's exit) is status 1; outside a worker, Ctrl-C and the CLI's SIGTERM exception are
     raised on, as they would be from a child process that the caller waits for.
     """
@@ -88,24 +96,27 @@ def _preprocess_main(argv: List[str], worker: bool = True) -> Tuple[int, str]:
     buf = io.StringIO()
     root = logging.getLogger()
     with redirect_stdout(buf), redirect_stderr(buf):
-        # a root handler first, so that fairseq_cli's logging.basicConfig adds none
-        saved_handlers, saved_level = root.handlers[:], root.level
+        saved = root.handlers[:], root.level, sys.argv
+        # a root handler first, so that the logging.basicConfig that fairseq_cli.preprocess
+        # runs when first imported adds none
         root.handlers = [logging.StreamHandler(buf)]
         root.setLevel(logging.INFO)
-        from fairseq import options
-        from fairseq_cli import preprocess
+        sys.argv = sys.argv[:1]
+        preprocess = None
         try:
+            from fairseq import options
+            from fairseq_cli import preprocess
             preprocess.main(options.get_preprocessing_parser().parse_args(argv))
             status = 0
         except caught:
             traceback.print_exc()  # reported as a failed subprocess would be
             status = 1
         finally:
-            for h in preprocess.logger.handlers[:]:
+            for h in preprocess.logger.handlers[:] if preprocess is not None else []:
                 if isinstance(h, logging.FileHandler):
                     h.close()
                     preprocess.logger.removeHandler(h)
-            root.handlers, root.level = saved_handlers, saved_level
+            root.handlers, root.level, sys.argv = saved
     return status, buf.getvalue()
 
 
@@ -132,10 +143,11 @@ def run_preprocess(src_dir: Path, dest: Path, dict_path: Path, splits: Sequence[
     dictionary ``dict_path`` (for the target side too unless ``tgt_dict_path`` is given): in a
     worker of :func:`preprocess_processes` when one is open (and ``workers`` is 1); else, when
     this process has imported fairseq already, in this process (from its main thread, with
-    ``workers`` 1); else as a new ``python -m fairseq_cli.preprocess``.  The files written are
-    the same in all three cases.  With ``only_source``, the files are
-    ``src_dir/{split}`` (one sequence per line) and the result ``dest/{split}.{bin,idx}`` beside
-    ``dest/dict.txt``: the layout of fairseq's ``language_modeling`` task.
+    ``workers`` 1: see :func:`_preprocess_main` for its output); else as a new
+    ``python -m fairseq_cli.preprocess``.  The files written are the same in all three cases.
+    With ``only_source``, the files are ``src_dir/{split}`` (one sequence per line) and the
+    result ``dest/{split}.{bin,idx}`` beside ``dest/dict.txt``: the layout of fairseq's
+    ``language_modeling`` task.
 
     Args:
         allow_unk: accept tokens outside the dictionary (written as ``<unk>``); the caller
@@ -169,8 +181,11 @@ def run_preprocess(src_dir: Path, dest: Path, dict_path: Path, splits: Sequence[
         status, log = _run_in_own_group([sys.executable, "-m", "fairseq_cli.preprocess", *argv])
     if status != 0:
         raise BinarizeError(f"fairseq-preprocess failed on {src_dir}:\n{log[-2000:]}")
-    # fairseq-preprocess logs "... N replaced by <unk>"; the vocabulary check makes it 0.
+    # fairseq-preprocess logs "[in] <file>: 300 sents, 2437 tokens, 0.0% replaced (by <unk>)"
+    # for each file it binarizes; the vocabulary check before it makes the share 0
     for line in [] if allow_unk else log.splitlines():
-        if "replaced by <unk>" in line and "0.0% replaced" not in line and " 0%" not in line:
+        m = _REPLACED.search(line)
+        if m and float(m.group(1)) > 0:
             raise BinarizeError(f"fairseq-preprocess replaced tokens by <unk> in {src_dir}: "
-                                f"{line.strip()}")
+                                f"{line.strip()}. Fix: binarize with a dictionary that holds "
+                                "every token of the files")
