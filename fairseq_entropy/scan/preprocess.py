@@ -83,9 +83,9 @@ def _preprocess_main(argv: List[str], worker: bool = True) -> Tuple[int, str]:
     fairseq's parser reads ``--user-dir`` from the process's own command line, which is not
     fairseq-preprocess's.  The redirection of stdout, stderr and the root logger holds for the
     whole process while ``main`` runs: what other threads print or log meanwhile goes into the
-    returned text.  A failure of ``main`` (an error, or
-    argparse's exit) is status 1; outside a worker, Ctrl-C and the CLI's SIGTERM exception are
-    raised on, as they would be from a child process that the caller waits for.
+    returned text.  A failure of ``main`` (an error, or argparse's exit) is status 1; outside a
+    worker, Ctrl-C and the CLI's SIGTERM exception are raised on, as they would be from a child
+    process that the caller waits for.
     """
     import io
     import logging
