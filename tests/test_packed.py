@@ -15,6 +15,7 @@ the log-probabilities only.  A real difference (another batch, seed, normalisati
 moves parameters by ~1e-2 after 20 updates, 100x the tolerance.
 """
 
+import logging
 import re
 import sys
 from argparse import Namespace
@@ -249,6 +250,21 @@ def test_unpacked_checkpoints_decode_as_the_packed_model(validated_pack):
         correct = sum(exact_match(h[0]["tokens"], sample["target"][i], pad, eos)
                       for i, h in enumerate(hyps))
         assert best["extra_state"]["best"] == pytest.approx(correct / len(ds), abs=1e-4)
+
+
+def test_progress_counts_a_runs_epoch_not_the_packs_sentences(validated_pack, tmp_path,
+                                                               caplog):
+    """A packed step is batch j of every run: 24 commands a run at batch 8 make 3 steps an
+    epoch, so 6 updates are 2 epochs (all runs' 72 commands would make 1 epoch of 9)."""
+    _, _, args = validated_pack
+    with caplog.at_level(logging.INFO):
+        fairseq_train([*args, "--progress-interval", "1e-9",
+                       *common_args(tmp_path / "packed", 6, 8)])
+    lines = [r.getMessage() for r in caplog.records
+             if r.getMessage().startswith("progress: epoch")]
+    assert len(lines) >= 4
+    assert all(re.match(r"progress: epoch [12]/2 \| update [0-6]/6 \|", line)
+               for line in lines), lines
 
 
 @pytest.mark.slow

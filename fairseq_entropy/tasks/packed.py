@@ -31,6 +31,7 @@ import atexit
 import logging
 import os
 from dataclasses import dataclass, field
+from typing import Optional
 
 import numpy as np
 import torch
@@ -118,6 +119,12 @@ class PackedSystematicityTask(SystematicityTask):
         for child in self.children:
             child.load_dataset(split, epoch=epoch, combine=combine, **kwargs)
         self.datasets[split] = PackedDataset([c.datasets[split] for c in self.children])
+
+    def updates_per_epoch_estimate(self) -> Optional[int]:
+        """Steps of a packed epoch: step j is every run's batch j, so the runs' own epoch
+        length (the longest, where they differ), not the batches of all runs together."""
+        counts = [child.updates_per_epoch_estimate() for child in self.children]
+        return None if None in counts or not counts else max(counts)
 
     def get_batch_iterator(self, dataset, *args, seed=1, epoch=1, num_shards=1, shard_id=0,
                            num_workers=0, data_buffer_size=0, skip_remainder_batch=False,

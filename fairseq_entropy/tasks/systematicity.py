@@ -325,20 +325,28 @@ class SystematicityTask(TranslationTask):
             self.progress = self._new_progress()
         self.progress.begin_epoch(epoch, getattr(self, "_last_update", None))
 
-    def _new_progress(self) -> TrainingProgress:
-        def option(name):  # an int, or 0 when unset (or not resolvable outside fairseq-train)
-            try:
-                value = getattr(self.cfg, name)
-            except Exception:
-                return 0
-            return value if isinstance(value, int) else 0
+    def _int_option(self, name: str) -> int:
+        """The int option ``name`` of the task's config, or 0 when unset or not resolvable
+        (outside fairseq-train, the interpolated optimization options are not)."""
+        try:
+            value = getattr(self.cfg, name)
+        except Exception:
+            return 0
+        return value if isinstance(value, int) else 0
 
-        estimate = None
+    def _new_progress(self) -> TrainingProgress:
+        return TrainingProgress(self.cfg.progress_interval, self._int_option("max_update"),
+                                self._int_option("max_epoch"), self.updates_per_epoch_estimate())
+
+    def updates_per_epoch_estimate(self) -> Optional[int]:
+        """Training batches an epoch, ``ceil(training sentences / --batch-size)``, for the
+        progress line until the first epoch has ended; None without a loaded training split,
+        a ``--batch-size`` or with ``--max-tokens`` (batches of varying size)."""
         train = self.datasets.get(self.cfg.train_subset)
-        if train is not None and option("batch_size") and not option("max_tokens"):
-            estimate = math.ceil(len(train) / option("batch_size"))
-        return TrainingProgress(self.cfg.progress_interval, option("max_update"),
-                                option("max_epoch"), estimate)
+        batch = self._int_option("batch_size")
+        if train is None or not batch or self._int_option("max_tokens"):
+            return None
+        return math.ceil(len(train) / batch)
 
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
         """fairseq's training step (with ``--length-chunks K``, over the K length-sorted parts
