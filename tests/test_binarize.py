@@ -190,8 +190,9 @@ def test_tokens_outside_the_dictionary_are_refused_unless_allowed(tmp_path):
     no_jump = tmp_path / "no_jump.txt"
     no_jump.write_text("".join(ln for ln in lines if ln.split()[0] != "jump"))
     assert len(no_jump.read_text().splitlines()) == len(lines) - 1
-    jumps = sum(c.split().count("jump") for c in (level / "train.in").read_text().splitlines())
-    tokens = sum(len(c.split()) + 1 for c in (level / "train.in").read_text().splitlines())
+    commands = [c.split() for c in (level / "train.in").read_text().splitlines()]
+    jumps = sum(c.count("jump") for c in commands)
+    tokens = sum(len(c) + 1 for c in commands)                 # each sentence's words + </s>
     assert jumps > 0
     with pytest.raises(BinarizeError) as e:
         run_preprocess(level, tmp_path / "unk", no_jump, ["train"],

@@ -60,12 +60,12 @@ ARCHS = {
     # to its predicted </s>, so the runs' sequences differ in length
     "rnn": ["--arch", "rnn_seq2seq_exp1_rnn_h64", "--criterion",
             "teacher_forcing_cross_entropy", "--teacher-forcing-ratio", "0",
-            "--stop-at-predicted-eos", "--sentence-avg"],
+            "--stop-at-predicted-eos", "--mean-over-target-length", "--sentence-avg"],
 }
 #: the preset's own optimizer where it is not OPTIM: the equivariant model's fairseq adam;
 #: the RNN's AdamW at a fixed lr 1e-4 without clipping
 OPTIMIZER = {"equivariant": [*OPTIM, "--optimizer", "adam"],
-             "rnn": ["--optimizer", "adamw", "--adam-betas", "(0.9,0.999)", "--adam-eps",
+             "rnn": ["--optimizer", "adamw", "--adam-betas", "(0.9,0.98)", "--adam-eps",
                      "1e-08", "--weight-decay", "0.01", "--lr", "1e-4", "--lr-scheduler",
                      "fixed", "--clip-norm", "0"]}
 #: sentences a batch where the preset's is not 8: the RNN's batch of 1

@@ -58,10 +58,12 @@ def make_sample(indices):
     return ds.collater([ds[i] for i in range(len(indices))])
 
 
-def criterion(ratio=0.0, stop=True, sentence_avg=True):
-    """The ``_rnn`` preset's criterion (ratio 0, stop at the predicted </s>, sentence-avg)."""
+def criterion(ratio=0.0, stop=True, sentence_avg=True, per_length=True):
+    """The ``_rnn`` preset's criterion (ratio 0, stop at the predicted </s>, sentence-avg,
+    each sentence's loss over its target length)."""
     return TeacherForcingCrossEntropyCriterion(
-        TASK, teacher_forcing_ratio=ratio, stop_at_predicted_eos=stop, sentence_avg=sentence_avg)
+        TASK, teacher_forcing_ratio=ratio, stop_at_predicted_eos=stop, sentence_avg=sentence_avg,
+        mean_over_target_length=per_length)
 
 
 def packed_step(packed, samples, crit):
@@ -105,12 +107,14 @@ def test_losses_and_gradients_equal_the_ordinary_models(arch, dtype, rel):
     assert len({o["logging"]["ntokens"] for o in outs}) > 1  # the runs end at different steps
 
 
-@pytest.mark.parametrize("ratio,stop", [(1.0, False), (0.0, False), (1.0, True)])
-def test_other_ratios_and_lstm(ratio, stop):
+@pytest.mark.parametrize("ratio,stop,per_length", [(1.0, False, False), (0.0, False, False),
+                                                   (1.0, True, False), (0.0, True, False)])
+def test_other_ratios_and_lstm(ratio, stop, per_length):
     models = [build("rnn_seq2seq", seed, cell="lstm", encoder_hidden_size=16).double()
               for seed in SEEDS]
     samples = [make_sample([i]) for i in (3, 1, 2)]
-    check_against_ordinary(models, samples, criterion(ratio, stop, sentence_avg=False), 1e-6)
+    check_against_ordinary(models, samples, criterion(ratio, stop, sentence_avg=False,
+                                                      per_length=per_length), 1e-6)
 
 
 def test_validation_batches_of_several_rows_and_an_empty_run():

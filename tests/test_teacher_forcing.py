@@ -178,6 +178,35 @@ def test_stop_at_predicted_eos_masks_steps_after_it():
     assert log["n_seq_correct"] == 0
 
 
+def test_mean_over_target_length_divides_each_sentence_by_its_gold_length():
+    """The authors' RNN loss: per sentence, the NLL of the steps in the loss (here: up to the
+    first predicted </s>) over its gold target length, summed over the sentences."""
+    model, task, sample = setup()
+    model.eval()
+    pad, eos = task.target_dictionary.pad(), task.target_dictionary.eos()
+    with torch.no_grad():
+        ref_lprobs, predicted = own_prediction_reference(model, sample, pad, eos)
+        loss, size, log = criterion(task, valid_teacher_forcing_ratio=0.0,
+                                    stop_at_predicted_eos=True, sentence_avg=True,
+                                    mean_over_target_length=True)(model, sample)
+        summed, _, summed_log = criterion(task, valid_teacher_forcing_ratio=0.0,
+                                          stop_at_predicted_eos=True,
+                                          sentence_avg=True)(model, sample)
+    target = sample["target"]
+    want = 0.0
+    for i in range(target.size(0)):
+        gold = [int(t) for t in target[i] if int(t) != pad]
+        stop = next((t for t, p in enumerate(predicted[i].tolist()) if p == eos), None)
+        steps = len(gold) if stop is None else min(stop + 1, len(gold))
+        nll = -sum(float(ref_lprobs[i, t, gold[t]]) for t in range(steps))
+        want += nll / len(gold)
+    assert float(loss) == pytest.approx(want, rel=1e-5)
+    assert len({len([t for t in row if int(t) != pad]) for row in target}) > 1
+    assert float(loss) < float(summed)
+    assert size == summed_log["nsentences"] == target.size(0)
+    assert log["ntokens"] == summed_log["ntokens"]
+
+
 def test_ratio_zero_backpropagates_through_the_decoding_loop():
     model, task, sample = setup()
     model.train()
@@ -220,3 +249,17 @@ def test_invalid_ratio_raises():
     _, task, _ = setup()
     with pytest.raises(ValueError):
         criterion(task, teacher_forcing_ratio=1.5)
+
+
+def test_packed_vmap_loss_refuses_the_settings_it_does_not_compute():
+    """The vmap packed loss is plain summed NLL: the teacher-forcing criterion packs only at
+    ratio 1 without stop-at-predicted-eos and without the per-length mean; otherwise a
+    PackedError names the fix (never a different loss than the run alone would have)."""
+    from fairseq_entropy.models.packed import PackedError, _criterion_kind
+
+    _, task, _ = setup()
+    assert _criterion_kind(criterion(task)) == "nll"
+    for options in (dict(mean_over_target_length=True), dict(stop_at_predicted_eos=True),
+                    dict(teacher_forcing_ratio=0.5)):
+        with pytest.raises(PackedError, match="Fix: .*--teacher-forcing-ratio 1"):
+            _criterion_kind(criterion(task, **options))

@@ -2,7 +2,10 @@
 
 Wold, Charpentier and Simon (ACL Findings 2025) trained their RNN without teacher forcing: the
 decoder consumed its own previous greedy prediction and the loss stopped at the first predicted
-end-of-sentence.  This criterion generalises that to a ratio ``p`` (``--teacher-forcing-ratio``):
+end-of-sentence, and each sentence's loss was divided by its target length
+(``--mean-over-target-length``; their target also counts a leading begin-of-sentence token,
+which fairseq's does not).  This criterion generalises that to a ratio ``p``
+(``--teacher-forcing-ratio``):
 
 - ``p = 1``: standard fairseq training (one full forward pass; the loss is exactly fairseq's
   ``cross_entropy``);
@@ -55,6 +58,13 @@ class TeacherForcingCrossEntropyConfig(FairseqDataclass):
         metadata={"help": "per sentence, the loss stops at (and includes) the first step whose "
                           "greedy prediction is end-of-sentence, as the paper's RNN training"},
     )
+    mean_over_target_length: bool = field(
+        default=False,
+        metadata={"help": "divide each sentence's loss (summed over its steps in the loss) by "
+                          "its gold target length in tokens, </s> included, before summing "
+                          "over the batch: the paper authors' RNN loss (with --sentence-avg "
+                          "the batch's loss is then the mean over its sentences)"},
+    )
     step_mode: STEP_MODES = field(
         default="auto",
         metadata={"help": "step-by-step decoding: 'incremental' uses incremental_state, 'full' "
@@ -87,7 +97,8 @@ class TeacherForcingCrossEntropyCriterion(FairseqCriterion):
     """
 
     def __init__(self, task, teacher_forcing_ratio=1.0, valid_teacher_forcing_ratio=1.0,
-                 stop_at_predicted_eos=False, step_mode="auto", sentence_avg=False):
+                 stop_at_predicted_eos=False, step_mode="auto", sentence_avg=False,
+                 mean_over_target_length=False):
         super().__init__(task)
         for name, ratio in (("teacher_forcing_ratio", teacher_forcing_ratio),
                             ("valid_teacher_forcing_ratio", valid_teacher_forcing_ratio)):
@@ -98,13 +109,17 @@ class TeacherForcingCrossEntropyCriterion(FairseqCriterion):
         self.stop_at_predicted_eos = stop_at_predicted_eos
         self.step_mode = str(step_mode)
         self.sentence_avg = sentence_avg
+        self.mean_over_target_length = mean_over_target_length
         self.eos_idx = task.target_dictionary.eos()
 
     def forward(self, model, sample, reduce=True):
         """Compute the loss of ``sample``.
 
         Returns:
-            ``(loss, sample_size, logging_output)`` as fairseq criteria; ``sample_size`` is the
+            ``(loss, sample_size, logging_output)`` as fairseq criteria.  ``loss`` (nats) is
+            the negative log-likelihood summed over the steps in the loss, each sentence's
+            part divided by its gold target length with ``--mean-over-target-length``
+            (per token with ``reduce=False``); ``sample_size`` is the
             number of sentences with ``--sentence-avg``, else the number of target tokens in
             the loss (all non-pad tokens unless ``--stop-at-predicted-eos`` cut some).
         """
@@ -117,10 +132,17 @@ class TeacherForcingCrossEntropyCriterion(FairseqCriterion):
         else:
             lprobs, mask = self._step_by_step(model, sample, target, ratio)
 
-        flat = lprobs.view(-1, lprobs.size(-1))
+        flat = lprobs.reshape(-1, lprobs.size(-1))
         loss_target = target.masked_fill(~mask, self.padding_idx).view(-1)
-        loss = F.nll_loss(flat, loss_target, ignore_index=self.padding_idx,
-                          reduction="sum" if reduce else "none")
+        if self.mean_over_target_length:
+            nll = F.nll_loss(flat, loss_target, ignore_index=self.padding_idx,
+                             reduction="none").view_as(target)
+            lengths = target.ne(self.padding_idx).sum(dim=1, keepdim=True).clamp(min=1)
+            nll = (nll / lengths).view(-1)
+            loss = nll.sum() if reduce else nll
+        else:
+            loss = F.nll_loss(flat, loss_target, ignore_index=self.padding_idx,
+                              reduction="sum" if reduce else "none")
 
         with torch.no_grad():
             predictions = lprobs.argmax(dim=-1)

@@ -70,13 +70,15 @@ def packed_implementation(model: nn.Module) -> type:
 
 def _criterion_kind(criterion) -> str:
     """``"nll"`` (cross_entropy; teacher_forcing_cross_entropy at ratio 1 without
-    stop-at-predicted-eos) or ``"smoothed"`` (label_smoothed_cross_entropy).
+    stop-at-predicted-eos or mean-over-target-length) or ``"smoothed"``
+    (label_smoothed_cross_entropy).
 
     Raises:
         PackedError: another criterion or setting, which the vmap implementation lacks.
     """
     if isinstance(criterion, TeacherForcingCrossEntropyCriterion):
-        if criterion.teacher_forcing_ratio >= 1.0 and not criterion.stop_at_predicted_eos:
+        if criterion.teacher_forcing_ratio >= 1.0 and not criterion.stop_at_predicted_eos \
+                and not criterion.mean_over_target_length:
             return "nll"
     elif isinstance(criterion, LabelSmoothedCrossEntropyCriterion):
         if not criterion.ignore_prefix_size:
@@ -86,7 +88,8 @@ def _criterion_kind(criterion) -> str:
     raise PackedError(
         f"packed runs: criterion {type(criterion).__name__} (with these options) has no packed "
         "loss. Fix: use --criterion cross_entropy, label_smoothed_cross_entropy or "
-        "teacher_forcing_cross_entropy with --teacher-forcing-ratio 1")
+        "teacher_forcing_cross_entropy with --teacher-forcing-ratio 1 (no "
+        "--stop-at-predicted-eos, no --mean-over-target-length)")
 
 
 def _common_rows(tokens: List[Tensor], pad: int) -> Tensor:

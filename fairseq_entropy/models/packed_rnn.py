@@ -39,7 +39,7 @@ from .rnn_seq2seq import RNNSeq2SeqModel, rotate_padding
 
 #: criterion attributes the packed RNN reads (those of ``teacher_forcing_cross_entropy``)
 CRITERION_FIELDS = ("teacher_forcing_ratio", "valid_teacher_forcing_ratio",
-                    "stop_at_predicted_eos", "sentence_avg")
+                    "stop_at_predicted_eos", "sentence_avg", "mean_over_target_length")
 
 
 class PackedRNNError(UserError, ValueError):
@@ -303,7 +303,8 @@ class PackedRNNSeq2Seq(nn.Module):
         batch = self._assemble(samples)
         enc, hidden, cell = self._encode(batch["src"], batch["src_len"])
         lprobs = self._decode(enc, batch, hidden, cell, ratio, stop)
-        return self._losses(lprobs, batch, stop, bool(criterion.sentence_avg))
+        return self._losses(lprobs, batch, stop, bool(criterion.sentence_avg),
+                            bool(criterion.mean_over_target_length))
 
     def _decode(self, enc: Tensor, batch: dict, h: Tensor, c: Optional[Tensor],
                 ratio: float, stop: bool) -> Tensor:
@@ -371,10 +372,11 @@ class PackedRNNSeq2Seq(nn.Module):
                     tokens = torch.where(coin, gold[:, :, t + 1], predicted)
         return torch.stack(outputs, dim=2)
 
-    def _losses(self, lprobs: Tensor, batch: dict, stop: bool,
-                sentence_avg: bool) -> List[dict]:
+    def _losses(self, lprobs: Tensor, batch: dict, stop: bool, sentence_avg: bool,
+                per_target_length: bool = False) -> List[dict]:
         """The criterion's loss and logging output of every run from the decoder's
-        log-probabilities ``(K, B, T', V)``."""
+        log-probabilities ``(K, B, T', V)`` (``per_target_length``: each sentence's loss
+        divided by its gold target length, the criterion's ``--mean-over-target-length``)."""
         target_full = batch["target"]
         runs, rows, steps = lprobs.shape[:3]
         target = target_full[:, :, :steps]
@@ -384,7 +386,10 @@ class PackedRNNSeq2Seq(nn.Module):
                 is_eos = (lprobs + self._no_pad(lprobs)).argmax(dim=-1).eq(self.eos).long()
                 mask = mask & ~((is_eos.cumsum(dim=-1) - is_eos) > 0)
         token_lprobs = lprobs.gather(-1, target.unsqueeze(-1)).squeeze(-1)
-        loss = -token_lprobs.masked_fill(~mask, 0.0).sum(dim=(1, 2))
+        sentence_loss = -token_lprobs.masked_fill(~mask, 0.0).sum(dim=2)
+        if per_target_length:
+            sentence_loss = sentence_loss / target_full.ne(self.pad).sum(dim=2).clamp(min=1)
+        loss = sentence_loss.sum(dim=1)
         with torch.no_grad():
             correct = lprobs.argmax(dim=-1).eq(target) & mask
             gold_mask = target_full.ne(self.pad)
