@@ -373,13 +373,14 @@ class PackedRNNSeq2Seq(nn.Module):
         return torch.stack(outputs, dim=2)
 
     def _losses(self, lprobs: Tensor, batch: dict, stop: bool, sentence_avg: bool,
-                per_target_length: bool = False) -> List[dict]:
+                mean_over_target_length: bool) -> List[dict]:
         """The criterion's loss and logging output of every run from the decoder's
-        log-probabilities ``(K, B, T', V)`` (``per_target_length``: each sentence's loss
+        log-probabilities ``(K, B, T', V)`` (``mean_over_target_length``: each sentence's loss
         divided by its gold target length, the criterion's ``--mean-over-target-length``)."""
         target_full = batch["target"]
         runs, rows, steps = lprobs.shape[:3]
         target = target_full[:, :, :steps]
+        gold_mask = target_full.ne(self.pad)
         mask = target.ne(self.pad)
         with torch.no_grad():
             if stop:
@@ -387,12 +388,11 @@ class PackedRNNSeq2Seq(nn.Module):
                 mask = mask & ~((is_eos.cumsum(dim=-1) - is_eos) > 0)
         token_lprobs = lprobs.gather(-1, target.unsqueeze(-1)).squeeze(-1)
         sentence_loss = -token_lprobs.masked_fill(~mask, 0.0).sum(dim=2)
-        if per_target_length:
-            sentence_loss = sentence_loss / target_full.ne(self.pad).sum(dim=2).clamp(min=1)
+        if mean_over_target_length:
+            sentence_loss = sentence_loss / gold_mask.sum(dim=2).clamp(min=1)
         loss = sentence_loss.sum(dim=1)
         with torch.no_grad():
             correct = lprobs.argmax(dim=-1).eq(target) & mask
-            gold_mask = target_full.ne(self.pad)
             tail = (0, target_full.size(2) - steps)
             correct_full, mask_full = F.pad(correct, tail), F.pad(mask, tail)
             real_rows = torch.zeros(runs, rows, dtype=torch.bool, device=lprobs.device)
