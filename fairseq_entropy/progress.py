@@ -18,8 +18,14 @@ import time
 from typing import Optional
 
 
+#: seconds of training after which the first progress line is due (when ``interval`` is
+#: longer), so that a sweep can tell the time left within its first progress line
+FIRST_LINE_S = 5.0
+
+
 class TrainingProgress:
-    """Wall-clock progress of one training run, logged at least every ``interval`` seconds.
+    """Wall-clock progress of one training run, logged at least every ``interval`` seconds,
+    the first line after ``min(interval, FIRST_LINE_S)`` seconds of training.
 
     Args:
         interval: seconds between progress lines (0: never).
@@ -67,7 +73,9 @@ class TrainingProgress:
             if self.epoch_start_update is None:
                 self.epoch_start_update = update
             return None
-        if not self.interval or now - self.last_line < self.interval:
+        due = self.interval if self.last_line > self.start else \
+            min(self.interval, FIRST_LINE_S)
+        if not self.interval or now - self.last_line < due:
             return None
         self.last_line = now
         return self.line(update, now)

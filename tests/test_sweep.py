@@ -149,7 +149,7 @@ def test_bad_grids_are_refused_with_file_and_fix(tmp_path):
     base = 'experiment = "exp1"\nlevels = [0, 3]\nseeds = [1]\n'
     with pytest.raises(GridError, match=r"g.toml:4: unknown preset 'nope'"):
         load_grid(grid(base + 'presets = ["nope"]\n'))
-    with pytest.raises(GridError, match="is an exp2 preset but the grid is exp1"):
+    with pytest.raises(GridError, match="is a preset of exp2 but the grid is of exp1"):
         load_grid(grid(base + 'presets = ["exp2_cnn"]\n'))
     with pytest.raises(GridError, match="n is given.*Fix: remove n"):
         load_grid(grid('experiment = "exp2"\nlevels = [1]\nseeds = [1]\nn = [6000]\n'

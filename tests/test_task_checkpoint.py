@@ -126,14 +126,20 @@ def test_progress_line_from_a_fake_clock():
     p = TrainingProgress(30, max_update=100, max_epoch=0, updates_per_epoch=10,
                          clock=lambda: now[0])
     assert p.step(0) is None                      # starts the clock
-    now[0] = 20.0
-    assert p.step(10) is None                     # 20 s < 30 s since the start
-    now[0] = 31.0
+    now[0] = 4.0
+    assert p.step(2) is None                      # 4 s < FIRST_LINE_S (5 s) since the start
+    now[0] = 5.0
+    # the first line after 5 s, not the interval's 30: 4 updates in 5 s, 96 left -> 120 s
+    assert p.step(4) == ("progress: epoch 1/10 | update 4/100 | 5 s elapsed | ~120 s left "
+                         "| last valid seq_acc n/a")
+    now[0] = 34.0
+    assert p.step(10) is None                     # 29 s < 30 s since the first line
+    now[0] = 35.0
     p.seq_acc = 0.5
-    # 20 updates in 31 s, 80 left -> 80 * 31 / 20 = 124 s
-    assert p.step(20) == ("progress: epoch 1/10 | update 20/100 | 31 s elapsed | ~124 s left "
+    # 20 updates in 35 s, 80 left -> 80 * 35 / 20 = 140 s
+    assert p.step(20) == ("progress: epoch 1/10 | update 20/100 | 35 s elapsed | ~140 s left "
                           "| last valid seq_acc 0.5000")
-    now[0] = 40.0
+    now[0] = 44.0
     assert p.step(25) is None                     # 9 s since the last line
     p.begin_epoch(2, 30)                          # measured: 30 updates in epoch 1
     assert p.updates_per_epoch == 30 and p.total_updates() == 100

@@ -22,6 +22,18 @@ def add_parser(sub) -> None:
     z.add_argument("--train", help="SCAN-format training file (IN: ... OUT: ...)")
     z.add_argument("--valid", help="SCAN-format validation file (default: held out of --train)")
     z.add_argument("--test", help="SCAN-format test file")
+    z.add_argument("--experiment", choices=("exp1", "exp2"), default=None,
+                   help="with --train/--test: state the experiment the files belong to (e.g. "
+                        "the paper authors' own files), checked against them: exp1, the "
+                        "restricted verb is never executed first in training; exp2, never "
+                        "second. The level is then one of that experiment, which its presets "
+                        "train on (default: a level of experiment 'scan')")
+    z.add_argument("--restricted-verb", default=None, metavar="VERB",
+                   help="with --experiment: the verb kept out of its slot in training "
+                        "(default: jump for exp1, lunge for exp2)")
+    z.add_argument("--support", type=options.positive_int, default=None, metavar="K",
+                   help="with --experiment exp2: the support size k of the first slot, "
+                        "checked against the training file (default: the verbs it holds)")
     z.add_argument("--valid-fraction", type=options.fraction, default=None,
                    help="without --valid: fraction of --train held out for validation "
                         "(default 0.05)")
@@ -111,6 +123,13 @@ def run(args) -> None:
         raise UserError("--valid-fraction applies to --train files; a build directory has "
                         "its validation split. Fix: drop --valid-fraction (or rebuild with "
                         "'build ... --valid-fraction')")
+    stated = [o for o, v in (("--experiment", args.experiment),
+                             ("--restricted-verb", args.restricted_verb),
+                             ("--support", args.support)) if v is not None]
+    if args.build_dir and stated:
+        raise UserError(f"{', '.join(stated)} states the experiment of --train/--test files; "
+                        "a build directory records its own. Fix: drop "
+                        f"{', '.join(stated)}")
     if not (args.build_dir or args.train or args.valid or args.test):
         raise UserError("nothing to binarize. Fix: pass BUILD_DIR (the --out of "
                         "'fairseq-entropy build', or one of its levels) or SCAN files with "
@@ -136,7 +155,9 @@ def run(args) -> None:
         outs = [binarize_scan_files(args.out, g, args.train, args.valid, args.test,
                                     args.workers, args.valid_fraction,
                                     1 if args.seed is None else args.seed,
-                                    fmt=args.data_format)]
+                                    fmt=args.data_format, experiment=args.experiment,
+                                    restricted_verb=args.restricted_verb,
+                                    support=args.support)]
         print(scan_files_summary(read_json(Path(args.out) / "manifest.json"), args.train),
               end="")
     for o in outs:
@@ -152,6 +173,9 @@ def run_cogs(args) -> None:
     given = [o for o, v in (("--train", args.train), ("--valid", args.valid),
                             ("--test", args.test), ("--spm-vocab", args.spm_vocab),
                             ("--grammar", args.grammar),
+                            ("--experiment", args.experiment),
+                            ("--restricted-verb", args.restricted_verb),
+                            ("--support", args.support),
                             ("--valid-fraction", args.valid_fraction),
                             ("--seed", args.seed is not None)) if v]
     if given or not args.build_dir:

@@ -24,6 +24,9 @@ def add_parser(sub) -> None:
     w.add_argument("--level", type=options.any_float, action="append",
                    help="run only this level of the grid: entropy in bits (exp1) or support "
                         "size k (exp2) (repeatable)")
+    w.add_argument("--n", type=options.positive_int, action="append", dest="n_train",
+                   help="run only this training-set size N of the grid's n, in commands "
+                        "(Experiment 1; repeatable)")
     w.add_argument("--jobs", type=options.positive_int,
                    help="cells at once (default: one per CPU core; on GPUs, GPUs x --per-gpu)")
     w.add_argument("--threads", type=options.positive_int,
@@ -74,7 +77,7 @@ def run(args) -> None:
     from ..experiments.grids import load_grid
 
     grid = load_grid(args.grid, args.presets, args.user_dir)
-    cells = grid.cells(args.preset, args.seed, args.level)
+    cells = grid.cells(args.preset, args.seed, args.level, args.n_train)
     root = Path(args.root or Path("sweeps") / grid.name)
     check_fairseq_path(root, "--root")
     for p in [root, *root.parents]:
@@ -114,7 +117,7 @@ def run(args) -> None:
         if args.executor == "local" else [{}]
     if args.decode_sample:
         slots = [dict(s, DECODE_SAMPLE=str(args.decode_sample)) for s in slots]
-    shape = (f"{len(set(c.preset for c in cells))} preset(s) x {len(grid.n)} N x "
+    shape = (f"{len(set(c.preset for c in cells))} preset(s) x {len(set(c.n for c in cells))} N x "
              f"{len(set(c.level for c in cells))} levels x {len(set(c.seed for c in cells))} "
              "seeds")
     size = grid.pack if args.pack is None else args.pack

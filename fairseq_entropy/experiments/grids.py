@@ -18,6 +18,11 @@ A grid file (TOML, read with :mod:`tomllib`, or the same keys as JSON) names::
     pack = 16                                # optional: train up to 16 compatible cells in
                                              # one fairseq-train (0 or 1: no packing)
 
+    [data]                                   # optional: levels binarized already (e.g. the
+    "3" = "data-bin/high_uniform"            # authors' files, binarize --experiment exp1),
+                                             # one per level, relative to the grid file;
+                                             # the sweep trains on them and builds nothing
+
     [resources]                              # submitit / Slurm, per cell
     timeout_min = 60
     gpus_per_node = 1
@@ -32,6 +37,8 @@ cells of different presets share their data.  Paths under a sweep root::
     data-bin/<exp>/[n<N>/]seed<S>/<level>/      binarized level
     runs/<exp>/<preset>/[n<N>/]seed<S>/<level>/ checkpoints, logs, generate output, scores
 
+A level of ``data`` trains from its own directory, and its runs are under
+``runs/<exp>/<preset>/seed<S>/<level>/`` (no N: the directory's training file sets it).
 With ``build_args``, ``<exp>`` becomes ``<exp>+<key>=<value>+...``
 (``exp1+component=direction+restricted=left``), so the data and runs of another component
 class never mix with the verbs' under one root.
@@ -54,7 +61,7 @@ from .presets import PresetError, load_presets
 AUTHORS_SEEDS = (830, 231, 42, 9876, 2)
 #: keys a grid file may have
 GRID_KEYS = {"experiment", "title", "presets", "levels", "seeds", "n", "schedule",
-             "build_args", "resources", "notes", "presets_file", "user_dir", "pack"}
+             "build_args", "resources", "notes", "presets_file", "user_dir", "pack", "data"}
 #: build options a grid's ``build_args`` may pass (the sweep sets --out, --levels, --n and
 #: --seed itself); each takes one value
 BUILD_OPTIONS = ("--component", "--restricted", "--restricted-verb", "--verbs",
@@ -109,6 +116,8 @@ class Cell:
         user_dir: a user's ``--user-dir`` package (None: the plugin).
         data_format: the preset's data format (``pairs``; ``lm``: binarized with
             ``--format lm`` under ``data-bin-lm/``).
+        data: a binarized level given by the grid's ``data`` (absolute path; None: the
+            sweep builds and binarizes the level under its root).
     """
 
     experiment: str
@@ -122,6 +131,7 @@ class Cell:
     presets_file: Optional[str] = None
     user_dir: Optional[str] = None
     data_format: str = "pairs"
+    data: Optional[str] = None
 
     @property
     def data_tag(self) -> str:
@@ -147,6 +157,8 @@ class Cell:
     @property
     def data_key(self) -> str:
         """Identifies the data the cell trains on; cells with equal keys share it."""
+        if self.data is not None:
+            return self.data
         key = str(self._data_part() / self.level_name)
         return key if self.data_format == "pairs" else f"{key} ({self.data_format})"
 
@@ -156,6 +168,8 @@ class Cell:
 
     def databin(self, root: str | Path) -> Path:
         """Binarized level directory (``data-bin-<format>/`` for a format other than pairs)."""
+        if self.data is not None:
+            return Path(self.data)
         top = "data-bin" if self.data_format == "pairs" else f"data-bin-{self.data_format}"
         return Path(root) / top / self._data_part() / self.level_name
 
@@ -203,6 +217,7 @@ class Grid:
     presets_file: Optional[str] = None
     user_dir: Optional[str] = None
     pack: int = 0
+    data: Dict[float, str] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -225,7 +240,8 @@ class Grid:
 
     def cells(self, presets: Optional[Sequence[str]] = None,
               seeds: Optional[Sequence[int]] = None,
-              levels: Optional[Sequence[float]] = None) -> List[Cell]:
+              levels: Optional[Sequence[float]] = None,
+              sizes: Optional[Sequence[int]] = None) -> List[Cell]:
         """Every cell, ordered preset, N, level, seed (so that a partial sweep covers whole
         curves first).
 
@@ -234,18 +250,25 @@ class Grid:
             seeds: keep only these seeds (None: all of the grid's).
             levels: keep only these levels, entropy in bits (exp1) or support size k (exp2)
                 (None: all of the grid's).
+            sizes: keep only these training-set sizes N, in commands (None: all of the
+                grid's ``n``).
 
         Raises:
-            GridError: a name in ``presets``, a seed in ``seeds`` or a level in ``levels`` is
-                not in the grid.
+            GridError: a name in ``presets``, a seed in ``seeds``, a level in ``levels`` or
+                a size in ``sizes`` is not in the grid.
         """
         chosen = self._subset("preset", self.presets, presets)
         chosen_seeds = self._subset("seed", self.seeds, seeds)
         chosen_levels = self._subset("level", self.levels, levels)
+        if sizes and self.n == [None]:
+            raise GridError(f"{self.path}: --n {', '.join(map(str, sizes))}: the grid's "
+                            f"experiment ({self.experiment}) has no n (a level's size "
+                            "follows from its support). Fix: drop --n")
+        chosen_n = self._subset("n", self.n, sizes)
         return [Cell(self.experiment, p, self.models[p], n, s, lv, self.schedule,
                      self.build_args, self.presets_file, self.user_dir,
-                     self.formats.get(p, "pairs"))
-                for p in chosen for n in self.n for lv in chosen_levels for s in chosen_seeds]
+                     self.formats.get(p, "pairs"), self.data.get(lv))
+                for p in chosen for n in chosen_n for lv in chosen_levels for s in chosen_seeds]
 
 
 def load_grid(path: str | Path, presets_path: Optional[str | Path] = None,
@@ -291,7 +314,7 @@ def load_grid(path: str | Path, presets_path: Optional[str | Path] = None,
     check_values(raw, text, path)
     levels = [int(v) if exp == "exp2" else float(v) for v in raw["levels"]]
     seeds = [int(v) for v in raw["seeds"]]
-    sizes: List[Optional[int]] = [None] if exp == "exp2" else \
+    sizes: List[Optional[int]] = [None] if exp == "exp2" or "data" in raw else \
         [int(v) for v in raw.get("n", [6000])]
     names = raw["presets"]
     # a value given on the command line is blamed on its option, not on the grid file
@@ -315,8 +338,8 @@ def load_grid(path: str | Path, presets_path: Optional[str | Path] = None,
                        "name from the presets file", "presets")
         pexp = known[p].get("experiment")
         if pexp and pexp != exp:
-            raise fail(f"preset {p!r} is an {pexp} preset but the grid is {exp}. Fix: use an "
-                       f"{exp} preset", "presets")
+            raise fail(f"preset {p!r} is a preset of {pexp} but the grid is of {exp}. Fix: "
+                       f"use a preset of {exp}", "presets")
         models[p] = known[p].get("model", p)
     formats = {p: known[p].get("format", "pairs") for p in names}
 
@@ -342,6 +365,7 @@ def load_grid(path: str | Path, presets_path: Optional[str | Path] = None,
             check_build_args(list(zip(build_args[::2], build_args[1::2])))
         except UserError as e:
             raise fail(f"build_args: {e}", "build_args") from None
+    data = _data_levels(path, raw, levels, fail) if "data" in raw else {}
     resources = raw.get("resources", {})
     if not isinstance(resources, dict):
         raise fail("resources must be a table, e.g. [resources] timeout_min = 60", "resources")
@@ -352,7 +376,69 @@ def load_grid(path: str | Path, presets_path: Optional[str | Path] = None,
                 build_args=tuple(build_args),
                 presets_file=str(Path(presets_path).resolve()) if presets_path else None,
                 user_dir=str(Path(user_dir).resolve()) if user_dir else None,
-                pack=int(raw.get("pack", 0)))
+                pack=int(raw.get("pack", 0)), data=data)
+
+
+def _data_levels(grid: Path, raw: dict, levels: List[float], fail) -> Dict[float, str]:
+    """The grid's ``data`` table: level -> absolute path of its binarized level.
+
+    Every level of ``levels`` needs one entry and every entry a level; each directory must be
+    a binarized level (its ``manifest.json``) of the grid's experiment whose measured
+    training entropy is within 0.05 bit of an Experiment 1 level, or whose support has k
+    verbs for an Experiment 2 level k.
+
+    Raises:
+        GridError (through ``fail``): a malformed table, ``n`` or ``build_args`` beside it, a
+            level without a directory or a key that is no level, a missing or unbinarized
+            directory, a level of another experiment (with the ``binarize --experiment`` fix)
+            or one whose entropy or support differs from its key.
+    """
+    from ..files import read_json
+
+    exp, table = raw["experiment"], raw["data"]
+    for key in ("n", "build_args"):
+        if key in raw:
+            raise fail(f"{key} and data are both given; a level of data is binarized already "
+                       f"(its training file sets its size). Fix: remove {key}", key)
+    if not isinstance(table, dict) or not all(isinstance(v, str) and v for v in
+                                              table.values()):
+        raise fail("data must be a table of level = \"path\", e.g. [data] \"3\" = "
+                   "\"data-bin/high_uniform\"", "data")
+    out: Dict[float, str] = {}
+    for key, value in table.items():
+        try:
+            level = int(key) if exp == "exp2" else float(key)
+        except ValueError:
+            level = None
+        if level not in levels:
+            shown = ", ".join(f"{v:g}" for v in levels)
+            raise fail(f"data key {key!r} is not a level of the grid ({shown}). Fix: key "
+                       "each directory by its level", "data")
+        where = grid.parent / value
+        manifest = where / "manifest.json"
+        if not manifest.is_file():
+            raise fail(f"data {key!r} = {value!r}: {where} is not a binarized level (no "
+                       "manifest.json). Fix: fairseq-entropy binarize --train FILE --test "
+                       f"FILE --experiment {exp} --out {where}", "data")
+        m = read_json(manifest)
+        if m.get("experiment") != exp:
+            raise fail(f"data {key!r}: {where} is a level of {m.get('experiment')}, the grid "
+                       f"of {exp}. Fix: binarize its files again with fairseq-entropy binarize "
+                       f"--experiment {exp} (checked against the files), or use a grid of "
+                       f"{m.get('experiment')}", "data")
+        if exp == "exp1" and abs(float(m.get("entropy_bits") or 0.0) - level) > 0.05:
+            raise fail(f"data {key!r}: {where} has {m.get('entropy_bits')} bits in its "
+                       f"{m.get('controlled_slot')} slot, not {level:g}. Fix: key it by its "
+                       "entropy", "data")
+        if exp == "exp2" and len(m.get("support") or []) != level:
+            raise fail(f"data {key!r}: {where} has support size {len(m.get('support') or [])}"
+                       f", not {level}. Fix: key it by its support size", "data")
+        out[level] = str(where.resolve())
+    missing = [f"{v:g}" for v in levels if v not in out]
+    if missing:
+        raise fail(f"data has no directory for level(s) {', '.join(missing)}. Fix: add them, "
+                   "or remove them from levels", "data")
+    return out
 
 
 def _grid_path(grid: Path, raw: dict, key: str, fail) -> Optional[Path]:

@@ -263,9 +263,12 @@ def check_fits_data(preset: dict, data_dir: str | os.PathLike) -> None:
     data_exp = read_json(manifest).get("experiment") if manifest.is_file() else None
     exp = preset.get("experiment")
     if exp and data_exp and exp != data_exp:
+        stated = (f", or, for SCAN-format files of {exp}, binarize them again with "
+                  f"fairseq-entropy binarize --experiment {exp} (checked against the files)"
+                  if data_exp == "scan" and exp in ("exp1", "exp2") else "")
         raise PresetError(f"{data_dir}: a level of {data_exp}, but the preset (arch "
-                          f"{preset.get('arch')!r}) is an {exp} preset. Fix: pass an "
-                          f"{data_exp} preset, or a level of {exp}")
+                          f"{preset.get('arch')!r}) is a preset of {exp}. Fix: pass a preset "
+                          f"of {data_exp}, or a level of {exp}{stated}")
 
 
 def train_args(preset: dict, data_dir: str | os.PathLike, epochs: Optional[float] = None,

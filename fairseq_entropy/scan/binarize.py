@@ -28,7 +28,8 @@ from .entropy import SlotStatistics
 from .grammar import Grammar
 from .lm_format import binarize_level_lm
 from .preprocess import preprocess_processes, run_preprocess
-from .scan_files import DEFAULT_SCAN_VALID_FRACTION, hold_out, scan_manifest, sha256_of
+from .scan_files import (DEFAULT_SCAN_VALID_FRACTION, hold_out, scan_manifest, sha256_of,
+                         stated_experiment)
 from .subword import SPM_MODEL, SPM_SIDES, encode_sentencepiece, sentencepiece_words
 
 
@@ -323,7 +324,9 @@ def _binarize_levels(dirs, out, grammar, workers, jobs, spm_model, spm_side, fmt
 def binarize_scan_files(out: str | os.PathLike, grammar: Grammar, train: Optional[str] = None,
                         valid: Optional[str] = None, test: Optional[str] = None,
                         workers: int = 1, valid_fraction: Optional[float] = None,
-                        seed: int = 1, fmt: str = "pairs") -> Path:
+                        seed: int = 1, fmt: str = "pairs", experiment: Optional[str] = None,
+                        restricted_verb: Optional[str] = None,
+                        support: Optional[int] = None) -> Path:
     """Binarize SCAN-format files (``IN: ... OUT: ...``) into ``out`` with a manifest.
 
     Every line is validated against ``grammar`` first (errors name file:line).  Without a
@@ -334,13 +337,20 @@ def binarize_scan_files(out: str | os.PathLike, grammar: Grammar, train: Optiona
     its ``manifest.json`` is :func:`~fairseq_entropy.scan.scan_files.scan_manifest`; ``fmt``
     is the data format (:func:`binarize_level`).
 
+    ``experiment`` (``exp1`` or ``exp2``) states the experiment the files belong to, e.g. the
+    paper authors' own files: the files are checked against it
+    (:func:`~fairseq_entropy.scan.scan_files.stated_experiment`, with ``restricted_verb`` and
+    for Experiment 2 ``support``) and the manifest records a level of that experiment, its
+    controlled slot and that slot's measured training entropy (bits), so that the
+    experiment's presets train on it.  Without it the level is of experiment ``scan``.
+
     Returns:
         ``out`` as a :class:`~pathlib.Path`.
 
     Raises:
         BinarizeError: no file given, ``valid`` together with ``valid_fraction``, ``valid``
             without ``train``, an empty file or split, a bad fraction, or as
-            :func:`binarize_level`.
+            :func:`binarize_level`, or files that contradict ``experiment`` (names file:line).
         DataFormatError: a file that cannot be read, a line that is not ``IN: ... OUT: ...``
             or fails the grammar (:func:`~fairseq_entropy.scan.datafiles.read_scan_file`).
     """
@@ -362,11 +372,23 @@ def binarize_scan_files(out: str | os.PathLike, grammar: Grammar, train: Optiona
                                     f"{split} split. Fix: pass a non-empty file")
             sources[split] = {"path": str(Path(path).resolve()), "sha256": sha256_of(path),
                               "lines": len(splits[split])}
+    stated = None
+    if experiment is not None:
+        stated = stated_experiment(experiment, grammar, splits, given, restricted_verb,
+                                   support)
+    elif restricted_verb is not None or support is not None:
+        raise BinarizeError("--restricted-verb and --support describe the experiment stated "
+                            "with --experiment. Fix: add --experiment exp1 or exp2, or drop "
+                            "them")
     held = None
     if train and not valid:
         held = DEFAULT_SCAN_VALID_FRACTION if valid_fraction is None else float(valid_fraction)
         splits["train"], splits["valid"] = hold_out(splits["train"], held, seed)
     manifest = scan_manifest(Path(out).name, grammar, splits, sources, seed, held)
+    if stated is not None:
+        slot = stated["controlled_slot"]
+        manifest.update(stated, entropy_bits=round(
+            float(manifest["slots"]["train"]["entropy_bits"][slot]), 6))
     with tempfile.TemporaryDirectory() as tmp:
         for split, examples in splits.items():
             write_pair(Path(tmp) / split, examples)

@@ -108,7 +108,8 @@ class SystematicityConfig(TranslationConfig):
         default=30.0,
         metadata={"help": "while training, log a progress line (epoch k/N, updates, seconds "
                           "elapsed and left, last validation seq_acc) at least every this many "
-                          "seconds; 0 turns it off"},
+                          "seconds, the first one after at most 5 s of training (so that a "
+                          "sweep tells the time left early); 0 turns it off"},
     )
     dictionary_grammar: Optional[str] = field(
         default=None,
