@@ -23,7 +23,20 @@ PIP := $(PY) -m pip install --no-compile
 STAMP := $(VENV)/.fairseq-entropy-installed
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: install demo test lint bench clean
+# make wheelhouse: the wheels a machine without internet needs to install the plugin (see
+# docs/offline-install.md); torch, numpy and scipy are the target's own
+#   WHEELHOUSE=...  output directory (default wheelhouse)
+#   PY_VERSION=...  the target's Python X.Y (default: the venv's)
+#   PLATFORM=...    the target's wheel platform tag (default manylinux_2_28_x86_64)
+#   EXCLUDE=...     comma-separated projects the target brings (default torch,numpy,scipy)
+#   FIGURES=1       keep matplotlib (the figures of aggregate), about 24 MiB more
+WHEELHOUSE ?= wheelhouse
+PY_VERSION ?=
+PLATFORM ?= manylinux_2_28_x86_64
+EXCLUDE ?= torch,numpy,scipy
+FIGURES ?= 0
+
+.PHONY: install demo test lint bench clean wheelhouse
 
 install: $(STAMP)
 
@@ -48,6 +61,11 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_models.py
+
+wheelhouse: $(STAMP)
+	$(PY) -m fairseq_entropy.wheelhouse --out "$(WHEELHOUSE)" --platform "$(PLATFORM)" \
+	  --exclude "$(EXCLUDE)" $(if $(PY_VERSION),--python-version "$(PY_VERSION)") \
+	  $(if $(filter 1,$(FIGURES)),--figures --no-limit)
 
 clean:
 	rm -rf demo build *.egg-info .pytest_cache

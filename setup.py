@@ -22,6 +22,8 @@ setup(
     python_requires=">=3.10",
     # fairseq itself (ve-fairseq, installed with --no-deps) and its real dependencies are
     # installed by the Makefile; see README.md for why.
-    install_requires=["numpy", "scipy", "matplotlib", "tqdm"],
+    install_requires=["numpy", "scipy", "tqdm"],
+    # the figures of aggregate and predict --plot; without it they write tables and reports
+    extras_require={"figures": ["matplotlib"]},
     entry_points={"console_scripts": ["fairseq-entropy = fairseq_entropy.cli:main"]},
 )

@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
-# The packed runs' GPU check, prepared to take at most 8 minutes on one GPU:
+# The packed runs' GPU check, in one call of at most 10 minutes on one GPU (a 15-minute
+# machine lease leaves about 5 minutes for the machine's start):
 #
+#   0. install: when PYTHON cannot import the plugin and fairseq (a GPU node without
+#      internet), install the wheelhouse of `make wheelhouse` (WHEELHOUSE, default
+#      ./wheelhouse) with pip --no-index --target OUT_DIR/site, and put that on PYTHONPATH
+#      and PATH; the node's own torch, numpy and scipy are used;
 #   1. correctness at one level: 3 runs of the Transformer (seeds 1-3, dropout 0) trained
 #      alone and as one pack for 200 updates; ||packed - alone|| / ||alone|| over all the
 #      parameters of each run at most 1e-4 (benchmarks/gpu_check.py correctness);
@@ -17,9 +22,9 @@
 #        SMOKE=1 benchmarks/gpu_check.sh [OUT_DIR]  the same steps on the CPU with tiny counts
 #                                                   (a few updates, a sample decode), to check
 #                                                   the script itself
-# Each step runs under its own time limit (STEP1_S, STEP2_S, STEP3_S seconds: 80 + 100 + 290
-# on a GPU); the script prints each step's wall time and exits non-zero when a step fails or
-# runs out of time.
+# Each step runs under its own time limit (INSTALL_S, STEP1_S, STEP2_S, STEP3_S seconds:
+# 120 + 80 + 100 + 290 = 590 on a GPU); the script prints each step's wall time and the
+# total, and exits non-zero when a step fails or runs out of time.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
@@ -30,6 +35,24 @@ export PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}"
   echo "gpu_check.sh: error: $py cannot import torch. Fix: activate the project's venv" \
        "(. .venv/bin/activate) or set PYTHON=/path/to/its/python" >&2
   exit 2; }
+began=$(date +%s)
+if ! "$py" -c 'import fairseq_entropy, fairseq' 2>/dev/null; then
+  wheels=${WHEELHOUSE:-$repo/wheelhouse}
+  [ -f "$wheels/requirements.txt" ] || {
+    echo "gpu_check.sh: error: $py cannot import fairseq, and $wheels holds no wheelhouse." \
+         "Fix: make wheelhouse PY_VERSION=<this machine's X.Y> on a machine with internet," \
+         "copy wheelhouse/ here (or set WHEELHOUSE=DIR), or install the plugin" >&2
+    exit 2; }
+  echo "== 0. install the plugin from $wheels (at most ${INSTALL_S:=120} s)"
+  timeout "$INSTALL_S" "$py" -m pip install --quiet --no-index --no-deps --find-links "$wheels" \
+    --target "$out/site" --upgrade -r "$wheels/requirements.txt" || {
+    echo "gpu_check.sh: error: installing $wheels failed (see above). Fix: make the wheelhouse" \
+         "for this machine's Python ($("$py" -c 'import sys; print(*sys.version_info[:2], sep=".")'))" >&2
+    exit 2; }
+  export PYTHONPATH="$out/site:$PYTHONPATH" PATH="$out/site/bin:$PATH"
+  "$py" -c 'import fairseq_entropy, fairseq' || exit 2
+  echo "== 0. install: done after $(( $(date +%s) - began )) s"
+fi
 
 if [ "${SMOKE:-0}" = 1 ]; then
   device=cpu cuda=cpu
@@ -65,5 +88,6 @@ step "2. packed against separate model-updates/s" "$STEP2_S" \
   "$py" "$here/bench_packed.py" --device "$cuda" "${speed[@]}"
 step "3. Exp1 Transformer curve of one seed, one pack" "$STEP3_S" \
   "$py" "$here/gpu_check.py" curve --out "$out/curve" --device "$device" "${curve[@]}"
-echo "gpu_check: $([ "$failed" = 0 ] && echo all steps passed || echo a step failed); outputs in $out"
+echo "gpu_check: $([ "$failed" = 0 ] && echo all steps passed || echo a step failed) in" \
+     "$(( $(date +%s) - began )) s; outputs in $out"
 exit "$failed"

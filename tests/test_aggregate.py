@@ -127,3 +127,23 @@ def test_a_panel_of_two_checkpoints_is_two_lines():
         ("best", [0.0, 3.0]), ("test-loss", [0.0, 3.0])]
     assert figures.drawn_checkpoint(cells) == "best"
     assert figures.drawn_checkpoint(cells + [dict(cells[0], checkpoint="last")]) == "last"
+
+
+def test_without_matplotlib_the_tables_and_report_are_written_and_figures_said_not_drawn(
+        tmp_path, monkeypatch, capsys):
+    from fairseq_entropy.analysis import report
+    from fairseq_entropy.cli import main as cli
+
+    monkeypatch.setattr(report, "matplotlib_available", lambda: False)
+    assert cli(["aggregate", str(COMMITTED), "--out", str(tmp_path / "agg")]) == 0
+    out = capsys.readouterr().out
+    assert f"figures: {report.NOT_DRAWN}" in out and "plot:" not in out
+    assert sorted(p.name for p in (tmp_path / "agg").iterdir()) == \
+        ["curves.tsv", "report.md", "results.tsv", "summary.tsv"]
+    assert f"Figures: {report.NOT_DRAWN}" in (tmp_path / "agg" / "report.md").read_text()
+    # the same tables as with matplotlib
+    monkeypatch.undo()
+    res = aggregate([COMMITTED], tmp_path / "drawn")
+    for name in ("summary.tsv", "curves.tsv"):
+        assert (tmp_path / "agg" / name).read_text() == (tmp_path / "drawn" / name).read_text()
+    assert res["not_drawn"] is None and res["plot"].is_file()

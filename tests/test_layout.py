@@ -11,6 +11,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "fairseq_entropy"
 #: top-level name inside the package -> floor (0 lowest)
 FLOORS = {
     "version": 0, "errors": 0, "files": 0, "progress": 0, "checkpoint": 0, "numpy_compat": 0,
+    "wheelhouse": 0,
     "scan": 1, "cogs": 1,
     "data": 2, "modules": 2, "models": 2, "criterions": 2, "optim": 2, "tasks": 2,
     "analysis": 3,

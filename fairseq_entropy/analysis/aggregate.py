@@ -409,7 +409,8 @@ def aggregate(roots: Sequence[str | os.PathLike], out_dir: str | os.PathLike,
         _remove_stale(earlier, written)
         return {"cases": cases, "results": out / "results.tsv", "summary": None,
                 "experiments": experiments, "curves": None,
-                "figures": [], "plot": None, "report": None, "agreement": [], "table": "",
+                "figures": [], "plot": None, "not_drawn": None, "report": None,
+                "agreement": [], "table": "",
                 "spearman": {}}
     # curves are named by preset; the paper's model of a preset comes from its runs' model
     paper_of_preset = {r["preset"]: paper_model_name(r["model"]) for r in curve_rows}
@@ -420,7 +421,7 @@ def aggregate(roots: Sequence[str | os.PathLike], out_dir: str | os.PathLike,
     return {"cases": cases, "results": out / "results.tsv", "summary": report["summary"],
             "experiments": experiments,
             "curves": report["curves"], "figures": report["figures"],
-            "plot": report["overview"],
+            "plot": report["overview"], "not_drawn": report["not_drawn"],
             "report": report["report"], "agreement": report["agreement"],
             "table": format_table(summary),
             "spearman": spearman(summary)}

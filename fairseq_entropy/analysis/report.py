@@ -12,6 +12,7 @@ drawn by :mod:`.figures`.
 from __future__ import annotations
 
 import csv
+import importlib.util
 import io
 import math
 import os
@@ -24,6 +25,15 @@ from .figures import (FIGURE_TITLES, drawn_checkpoint, figure_of, figure_title,
                       panel_of_figure, plot_figure)
 from .paper import paper_lookup, paper_results
 from .runs import check_runs
+
+def matplotlib_available() -> bool:
+    """Whether matplotlib can be imported here (the figures need it; the tables do not)."""
+    return importlib.util.find_spec("matplotlib") is not None
+
+
+#: what the report and ``aggregate`` say when matplotlib cannot be imported
+NOT_DRAWN = ("not drawn: matplotlib is not installed here. Fix: pip install matplotlib, or "
+             "run aggregate again where it is")
 
 #: columns of ``summary.tsv``: the cell (curve name = preset, N, checkpoint, level), the seed
 #: statistics and the agreement with the paper
@@ -100,7 +110,8 @@ def write_report(rows: Sequence[dict], out_dir: str | os.PathLike,
 
     Returns:
         ``{"summary", "curves", "report", "overview", "figures": [...]}`` paths (no
-        figures and ``overview`` None when no cell records an entropy), and
+        figures and ``overview`` None when no cell records an entropy, or when matplotlib
+        cannot be imported: then ``"not_drawn"`` says so, else it is None), and
         ``"agreement"``:
         :func:`agreement_lines` of the cells.
 
@@ -145,17 +156,22 @@ def write_report(rows: Sequence[dict], out_dir: str | os.PathLike,
     drawn = [c for c in points if c["checkpoint"] == shown]
     fits = {c["key"]: c["fit"] for c in curves}
     figures = []
+    # a machine without matplotlib (e.g. a GPU node installed from the wheelhouse) writes the
+    # tables and the report, and the report says that the figures are not drawn
+    can_draw = matplotlib_available()
     variants = sorted({figure_of(c) for c in drawn} - set(FIGURE_TITLES))
     for name in ("exp1", "exp1_train_size", "exp2", *variants):
         mine = [c for c in drawn if figure_of(c) == name]
-        if mine:
+        if mine and can_draw:
             figures.append((name, plot_figure(mine, paper_rows, name, out / f"fig_{name}.png",
                                               paper_model, fits=fits)))
     paths["figures"] = [p for _, p in figures]
     paths["overview"] = plot_figure(
         drawn, paper_rows, "overview", out / "accuracy_vs_entropy.png", paper_model,
         panel=panel_of_figure(drawn), fits=fits,
-        title=f"Accuracy against entropy, every curve ({shown} checkpoint)") if drawn else None
+        title=f"Accuracy against entropy, every curve ({shown} checkpoint)") \
+        if drawn and can_draw else None
+    paths["not_drawn"] = NOT_DRAWN if drawn and not can_draw else None
 
     agree = [c for c in cells if c["agree"] in ("yes", "no")]
     n_yes = sum(c["agree"] == "yes" for c in agree)
@@ -170,6 +186,8 @@ def write_report(rows: Sequence[dict], out_dir: str | os.PathLike,
           "(`scipy.stats.bootstrap`); with one seed there is no CI.\n",
           schedule_note(cells),
           figures_note(cells, shown)]
+    if paths["not_drawn"]:
+        md.append(f"Figures: {paths['not_drawn']}\n")
     for name, p in figures:
         md.append(f"## {figure_title(name)}\n\n![{name}]({p.name})\n")
     md.append("## Curves: Spearman rho, H50 and H90\n")

@@ -36,7 +36,11 @@ def run(args) -> None:
         print(f"summary: {res['summary']}\ncurves:  {res['curves']}")
         for fig in res["figures"]:
             print(f"figure:  {fig}")
-        print(f"plot:    {res['plot']}\nreport:  {res['report']}")
+        if res["not_drawn"]:
+            print(f"figures: {res['not_drawn']}")
+        else:
+            print(f"plot:    {res['plot']}")
+        print(f"report:  {res['report']}")
     if res["cases"] is not None:
         print(f"cases:   {res['cases']} ({res['cases'].with_suffix('.md').name} beside it)")
     elif any(exp.split("+", 1)[0] == "cogs" for exp in res["experiments"]):
