@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import argparse
 import re
+import shutil
 import subprocess
+import tempfile
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -50,6 +52,8 @@ FIGURES = ("matplotlib",)
 FAIRSEQ = "ve-fairseq"
 #: the default platform of the target: x86-64 Linux with glibc 2.28 or newer (most clusters)
 DEFAULT_PLATFORM = "manylinux_2_28_x86_64"
+#: what the plugin's wheel is built from (copied, so that no earlier build/ enters it)
+SOURCE_PARTS = ("setup.py", "fairseq_entropy", "recipes", "README.md", "LICENSE")
 #: the size the wheelhouse without torch must stay under, in bytes (60 MiB)
 SIZE_LIMIT = 60 * 2 ** 20
 
@@ -214,9 +218,17 @@ def make_wheelhouse(out: Path, requirements: Path, source: Path, python_version:
                                       f"{platform}, and its source builds a wheel for this "
                                       "machine only. Fix: leave it out with EXCLUDE and "
                                       "install it on the target")
-        _check(run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-                    "--wheel-dir", str(tmp), str(source)], capture_output=True, text=True),
-               "pip wheel", python_version, platform)
+        with tempfile.TemporaryDirectory() as clean:  # no build/ of an earlier build
+            for part in SOURCE_PARTS:
+                src = Path(source) / part
+                if src.is_dir():
+                    shutil.copytree(src, Path(clean) / part,
+                                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+                elif src.is_file():
+                    shutil.copy2(src, Path(clean) / part)
+            _check(run([sys.executable, "-m", "pip", "wheel", "--no-deps",
+                        "--no-build-isolation", "--wheel-dir", str(tmp), clean],
+                       capture_output=True, text=True), "pip wheel", python_version, platform)
         wheels = sorted(p.name for p in tmp.glob("*.whl"))
         size = sum((tmp / w).stat().st_size for w in wheels)
         if limit is not None and size > limit:

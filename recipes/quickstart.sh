@@ -160,10 +160,10 @@ if [ "$device" = cpu ]; then jobs=${JOBS:-$(env -u OMP_NUM_THREADS -u OMP_THREAD
 else jobs=${JOBS:-1}; fi
 size=0
 if [ "${PACK:-1}" = 1 ]; then size=$(( (nlevels + jobs - 1) / jobs )); fi  # one pack per slot
-export SCORE_BEST=${SCORE_BEST:-0}
+best=(--no-score-best)
+if [ "${SCORE_BEST:-0}" = 1 ]; then best=(); fi
 step fairseq-entropy sweep "$grid" --root "$out" --jobs "$jobs" --pack "$size" \
-  --device "$device" --recipe "$here/train_level.sh" \
-  ${DECODE_SAMPLE:+--decode-sample "$DECODE_SAMPLE"}
+  --device "$device" "${best[@]}" ${DECODE_SAMPLE:+--decode-sample "$DECODE_SAMPLE"}
 
 # 4. table + plot
 step fairseq-entropy aggregate "$out/runs" --out "$out/results" --force

@@ -1,5 +1,5 @@
 """A user's own presets file and own ``--user-dir`` architecture go through a sweep (whose cells
-run ``recipes/train_level.sh``), ``score`` and ``aggregate``, as the README's "Extending it"
+run ``recipes/train_level.sh``), ``score`` and ``aggregate``, as docs/extending.md
 describes."""
 import csv
 import json
@@ -24,10 +24,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def readme_extending(kind: str) -> str:
-    """The first ```python block, or the first inline JSON object, of the README's section
-    "Extending it"."""
-    text = (REPO / "README.md").read_text()
-    text = text[text.index("## Extending it"):]
+    """The first ```python block, or the first inline JSON object, of docs/extending.md."""
+    text = (REPO / "docs" / "extending.md").read_text()
     if kind == "python":
         return re.search(r"```python\n(.*?)```", text, re.S).group(1)
     return re.sub(r"\n\s*", " ", re.search(r"`(\{\"my_.*?\}\})`", text, re.S).group(1))
@@ -35,12 +33,12 @@ def readme_extending(kind: str) -> str:
 
 def shrink(block: str, substitutions) -> str:
     for old, new in substitutions:
-        assert block.count(old) == 1, f"README block no longer contains {old!r} once"
+        assert block.count(old) == 1, f"docs block no longer contains {old!r} once"
         block = block.replace(old, new)
     return block
 
 
-#: a user's plugin package, the README's: it imports fairseq_entropy (fairseq takes one
+#: a user's plugin package, the docs': it imports fairseq_entropy (fairseq takes one
 #: --user-dir) and registers a variant of the plugin's Transformer under a name of its own,
 #: here made tiny (1+1 layers, d=16) for speed
 USER_PLUGIN = shrink(textwrap.dedent(readme_extending("python")), [

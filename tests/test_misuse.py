@@ -37,7 +37,7 @@ KINDS = {
     ("measure", "files"): "in-text", ("measure", "train"): "in-text",
     ("binarize", "build_dir"): "in-dir", ("binarize", "out"): "out-dir",
     ("binarize", "train"): "in-text", ("binarize", "valid"): "in-text",
-    ("binarize", "test"): "in-text",
+    ("binarize", "test"): "in-text", ("binarize", "restricted_verb"): "name",
     ("score", "generate_output"): "in-text", ("score", "out"): "out-dir",
     ("score", "data"): "in-dir", ("score", "preset"): "name", ("score", "model"): "name",
     ("score", "path"): "in-file", ("score", "split"): "name",
@@ -245,7 +245,8 @@ BASES = {
     "unpack": "unpack {t}/p",
 }
 #: options that apply to the SCAN-files form of binarize
-FILES_FORM = {"train", "valid", "test", "valid_fraction", "seed"}
+FILES_FORM = {"train", "valid", "test", "valid_fraction", "seed", "experiment",
+              "restricted_verb", "support"}
 #: options whose misuse needs a preset of the user's presets file
 WITH_PRESETS = {"presets"}
 

@@ -20,7 +20,8 @@ from fairseq_entropy.experiments import sweep
 from fairseq_entropy.experiments.grids import Cell
 from fairseq_entropy.experiments.presets import load_presets, train_args, train_args_sha256
 from fairseq_entropy.experiments.rerun import NotTheRunsScore, scored
-from fairseq_entropy.experiments.run import ScheduleChanged, run_level
+from fairseq_entropy.experiments.rerun import ScheduleChanged
+from fairseq_entropy.experiments.run import run_level
 from _toy import tiny_level  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]

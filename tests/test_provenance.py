@@ -22,7 +22,8 @@ from fairseq_entropy.cli import main as cli
 from fairseq_entropy.errors import UserError
 from fairseq_entropy.experiments.grids import Cell, Schedule
 from fairseq_entropy.experiments.presets import load_presets, train_args
-from fairseq_entropy.experiments.run import ScheduleChanged, run_level
+from fairseq_entropy.experiments.rerun import ScheduleChanged
+from fairseq_entropy.experiments.run import run_level
 from fairseq_entropy.experiments.sweep import run_cell
 from _toy import cut_and_binarize  # noqa: E402
 

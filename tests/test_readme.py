@@ -1,8 +1,8 @@
-"""The README's commands run as written, from a directory outside the clone.
+"""The documentation's commands run as written, from a directory outside the clone.
 
-The bash blocks of "Using it step by step" and "The original SCAN splits" are read from
-README.md and run with only their sizes made small (each substitution must apply), so a
-README edit that breaks them fails here.
+The bash blocks of the README's "Using it step by step" and docs/data.md's "The original SCAN
+splits" are read from those files and run with only their sizes made small (each
+substitution must apply), so an edit that breaks them fails here.
 """
 import csv
 import json
@@ -18,9 +18,9 @@ REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
 
-def bash_block(heading: str) -> str:
-    """The first ```bash block after ``heading`` in README.md."""
-    text = (REPO / "README.md").read_text()
+def bash_block(heading: str, page: str = "README.md") -> str:
+    """The first ```bash block after ``heading`` in ``page`` (a path under the clone)."""
+    text = (REPO / page).read_text()
     start = text.index(heading)
     m = re.search(r"```bash\n(.*?)```", text[start:], re.S)
     assert m, f"no bash block after {heading!r}"
@@ -78,7 +78,8 @@ def test_readme_scan_section_runs(tmp_path, scan_reference):
     for name, step in (("tasks_train_addprim_jump.txt", 49), ("tasks_test_addprim_jump.txt", 77)):
         lines = (scan_reference / name).read_text().splitlines()[::step]
         (tmp_path / name).write_text("\n".join(lines) + "\n")
-    script = shrink(bash_block("### The original SCAN splits"), [("--epochs 10", "--epochs 1")])
+    script = shrink(bash_block("## The original SCAN splits", "docs/data.md"),
+                    [("--epochs 10", "--epochs 1")])
     res = run_block(script, tmp_path)
     assert "held out 15 of the 300 commands of tasks_train_addprim_jump.txt" in res.stdout
     man = json.loads((tmp_path / "data-bin/scan_jump/manifest.json").read_text())
@@ -92,11 +93,12 @@ def test_readme_scan_section_runs(tmp_path, scan_reference):
         ("scan", "scan_equivariant", "285", "scan_jump")]
 
 
-def test_readme_lists_preset_names_where_it_says_presets():
+def test_the_docs_list_preset_names_where_they_say_presets():
     from fairseq_entropy.experiments.presets import load_presets
 
     presets = load_presets()
-    text = (REPO / "README.md").read_text()
+    text = "\n".join((REPO / "docs" / page).read_text()
+                     for page in ("models.md", "presets.md", "decoder-only.md"))
     # "preset(s)" followed by a list of `names` (with optional parentheses after a name)
     lists = re.findall(r"[Pp]resets?:?\s+((?:`\w+`(?:\s*\([^)]*\))?"
                        r"(?:,\s*|\s+and\s+|\s*/\s*)?)+)", text)

@@ -60,29 +60,60 @@ def test_cells_share_data_across_presets_and_paths_are_distinct(tmp_path):
     assert c.run_dir(tmp_path) == tmp_path / "runs/exp1/exp1_cnn/n6000/seed830/entropy_1.5"
 
 
-def test_dry_run_lists_the_35_cells_of_the_sinusoidal_grid(tmp_path, capsys, monkeypatch):
-    for name in sweep.INHERITED_RECIPE_VARIABLES:
-        monkeypatch.delenv(name, raising=False)
+def test_dry_run_lists_the_35_cells_of_the_sinusoidal_grid(tmp_path, capsys):
     assert cli(["sweep", str(GRIDS / "exp1_transformer_sinusoidal.toml"), "--dry-run",
                 "--root", str(tmp_path), "--device", "cpu", "--jobs", "2"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("# grid") and "35 cells" in out[0]
     assert sum(ln.startswith("# cell ") for ln in out) == 35
-    recipe = [ln for ln in out if "train_level.sh exp1_transformer_sinusoidal" in ln]
-    assert len(recipe) == 35 and recipe[0].startswith("SEED=830 DEVICE=cpu OMP_NUM_THREADS=1 ")
+    runs = [ln for ln in out if " -m fairseq_entropy.cli run exp1_transformer_sinusoidal " in ln]
+    assert len(runs) == 35 and runs[0].startswith("OMP_NUM_THREADS=1 ")
+    first = tmp_path / "runs/exp1/exp1_transformer_sinusoidal/n6000/seed830/entropy_0.0"
+    assert runs[0].endswith(f"{first} --seed 830 --device cpu --select valid --gen-batch 512 "
+                            "--valid-batch 512")
     assert sum(ln.startswith("fairseq-entropy build exp1") for ln in out) == 35
     assert sum(ln.startswith("fairseq-entropy binarize") for ln in out) == 35
     assert not (tmp_path / "runs").exists()  # a dry run writes nothing
 
 
-def test_dry_run_shows_the_recipe_variables_the_cells_inherit(tmp_path, capsys, monkeypatch):
-    monkeypatch.setenv("SCORE_BEST", "0")
-    monkeypatch.delenv("SELECT", raising=False)
-    assert cli(["sweep", str(GRIDS / "demo_cnn.toml"), "--dry-run", "--root", str(tmp_path),
-                "--device", "cpu", "--jobs", "1"]) == 0
-    recipe = [ln for ln in capsys.readouterr().out.splitlines() if "train_level.sh" in ln]
-    assert len(recipe) == 6
-    assert all(ln.startswith("SCORE_BEST=0 SEED=") and "SELECT=" not in ln for ln in recipe)
+def test_the_run_settings_are_options_and_a_shell_variable_changes_nothing(
+        tmp_path, capsys, monkeypatch):
+    for k, v in (("SCORE_BEST", "0"), ("SELECT", "test-loss"), ("GEN_BATCH", "7"),
+                 ("VALID_BATCH", "9")):
+        monkeypatch.setenv(k, v)
+    args = ["sweep", str(GRIDS / "demo_cnn.toml"), "--dry-run", "--root", str(tmp_path),
+            "--device", "cpu", "--jobs", "1"]
+    assert cli(args) == 0
+    runs = [ln for ln in capsys.readouterr().out.splitlines() if " run exp1_" in ln]
+    assert len(runs) == 6 and all(ln.endswith("--select valid --gen-batch 512 --valid-batch "
+                                              "512") for ln in runs)
+    assert cli(args + ["--no-score-best", "--select", "test-loss", "--gen-batch", "64",
+                       "--valid-batch", "32"]) == 0
+    runs = [ln for ln in capsys.readouterr().out.splitlines() if " run exp1_" in ln]
+    assert all(ln.endswith("--select test-loss --gen-batch 64 --valid-batch 32 "
+                           "--no-score-best") for ln in runs)
+    # a user's own recipe gets the same settings as variables, set by the sweep
+    recipe = tmp_path / "my_recipe.sh"
+    recipe.write_text("#!/bin/bash\n")
+    assert cli(args + ["--recipe", str(recipe), "--gen-batch", "64"]) == 0
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if str(recipe) in ln]
+    assert len(lines) == 6 and all(
+        "SELECT=valid SCORE_BEST=1 GEN_BATCH=64 VALID_BATCH=512" in ln for ln in lines)
+
+
+def test_sweep_n_keeps_the_chosen_training_sizes(tmp_path, capsys):
+    grid = load_grid(GRIDS / "exp1_train_size.toml")
+    cells = grid.cells(["exp1_transformer_sinusoidal"], [830], None, [4000])
+    assert {c.n for c in cells} == {4000} and len(cells) == 7
+    with pytest.raises(GridError, match="n\\(s\\) 5000 not in the grid. Fix: choose from "
+                                        "3000, 4000, 6000"):
+        grid.cells(None, None, None, [5000])
+    with pytest.raises(GridError, match="has no n"):
+        load_grid(GRIDS / "exp2.toml").cells(sizes=[3000])
+    assert cli(["sweep", str(GRIDS / "exp1_train_size.toml"), "--dry-run", "--root",
+                str(tmp_path), "--n", "3000", "--seed", "2", "--device", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "7 cells (1 preset(s) x 1 N x 7 levels x 1 seeds)" in out and "n4000" not in out
 
 
 def test_seed_filter_keeps_whole_curves_of_the_chosen_seeds(tmp_path, capsys):
@@ -134,7 +165,8 @@ def test_dry_run_lists_only_the_data_commands_a_sweep_would_still_run(tmp_path, 
     assert cli(["sweep", str(GRIDS / "exp1.toml"), "--dry-run", "--root", str(tmp_path),
                 "--device", "cpu", "--preset", "exp1_cnn_authors", "--seed", "830",
                 "--level", "1", "--level", "2.5", "--level", "3"]) == 0
-    out = [ln for ln in capsys.readouterr().out.splitlines() if not ln.startswith(("# c", "S"))]
+    out = [ln for ln in capsys.readouterr().out.splitlines()
+           if not ln.startswith(("# c", "OMP_NUM_THREADS="))]
     assert out[1:] == [f"# data {binarized.databin(tmp_path)}: built (skipped)",
                        *[" ".join(c) for c in sweep.data_commands(built, tmp_path)[1:]],
                        *[" ".join(c) for c in sweep.data_commands(cells[2], tmp_path)]]
@@ -322,8 +354,8 @@ def test_threads_per_cpu_cell(tmp_path, capsys):
     assert cli(["sweep", str(grid), *root, "--device", "cpu", "--jobs", "1",
                 "--threads", "2", "--seed", "830"]) == 0
     out = capsys.readouterr().out
-    lines = [line for line in out.splitlines() if "train_level.sh" in line]
-    assert len(lines) == 3 and all(" OMP_NUM_THREADS=2 " in line for line in lines)
+    lines = [line for line in out.splitlines() if " -m fairseq_entropy.cli run " in line]
+    assert len(lines) == 3 and all(line.startswith("OMP_NUM_THREADS=2 ") for line in lines)
     assert "1 worker slot(s)" in out
     assert cli(["sweep", str(grid), *root, "--device", "gpu", "--gpus", "2",
                 "--threads", "2"]) == 2

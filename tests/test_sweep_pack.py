@@ -153,26 +153,25 @@ def test_a_slurm_task_of_a_pack_reports_each_cell(tmp_path):
         (c.name, "failed", "submitit: OOM killed") for c in second.cells]
 
 
-@pytest.mark.parametrize("pack, env, refused", [
-    ("4", {"SELECT": "test-loss"}, True),
-    ("0", {"SELECT": "test-loss"}, False),                      # unpacked: any selection
-    ("4", {"SELECT": "test-loss", "SCORE_BEST": "0"}, False),   # last checkpoints only
-    ("4", {"SELECT": "valid"}, False),
+@pytest.mark.parametrize("pack, extra, refused", [
+    ("4", ["--select", "test-loss"], True),
+    ("0", ["--select", "test-loss"], False),                      # unpacked: any selection
+    ("4", ["--select", "test-loss", "--no-score-best"], False),   # last checkpoints only
+    ("4", ["--select", "valid"], False),
 ])
-def test_a_packed_sweep_refuses_a_selection_other_than_validation(pack, env, refused, tmp_path,
-                                                                   capsys, monkeypatch):
-    """A pack keeps each run's best checkpoint by its validation seq_acc: with SELECT=test-loss
-    its best checkpoints would be scored under the wrong label, so the sweep refuses first."""
-    for k, v in env.items():
-        monkeypatch.setenv(k, v)
+def test_a_packed_sweep_refuses_a_selection_other_than_validation(pack, extra, refused,
+                                                                   tmp_path, capsys):
+    """A pack keeps each run's best checkpoint by its validation seq_acc: with --select
+    test-loss its best checkpoints would be scored under the wrong label, so the sweep refuses
+    first."""
     grid = tmp_path / "g.toml"
     grid.write_text(GRID.format(extra=""))
     code = cli(["sweep", str(grid), "--dry-run", "--root", str(tmp_path / "r"), "--device",
-                "cpu", "--pack", pack])
+                "cpu", "--pack", pack, *extra])
     err = capsys.readouterr().err
     assert code == (2 if refused else 0), err
     if refused:
-        assert "SELECT=test-loss with packed runs (--pack 4)" in err and "Fix: --pack 0" in err
+        assert "--select test-loss with packed runs (--pack 4)" in err and "Fix: --pack 0" in err
     assert not (tmp_path / "r").exists()
 
 

@@ -31,7 +31,8 @@ from .paper import paper_model_name
 from .schedules import schedule_label
 from .report import format_table, write_report
 from .runs import check_runs
-from .statistics import order_key, spearman, summarize
+from .keys import order_key
+from .statistics import spearman, summarize
 
 
 #: the mark of a score of a sample of the test split (``score.json`` field ``test_sample``):

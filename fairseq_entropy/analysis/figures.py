@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
 from ..files import atomic_write_bytes
-from . import statistics as st
+from . import keys
 from .columns import CHECKPOINT_LABELS, DECODER_ONLY, ENCODER_DECODER
 from .paper import DEFAULT_EXP1_TRAIN_SIZE, paper_lookup
 
@@ -208,7 +208,7 @@ def plot_figure(cells: Sequence[dict], paper_rows: Sequence[dict], name: str,
             ax.errorbar(xs, ys, yerr=[lo, hi] if any(ci) else None, marker="s" if only else "o",
                         linestyle=":" if only else "-", color=f"C{i}", capsize=3,
                         linewidth=1.8, zorder=3, label=f"{label}, {_seeds_label(counts, any(ci))}")
-            _plot_fit(ax, (fits or {}).get(st.curve_key(rs[0])), f"C{i}")
+            _plot_fit(ax, (fits or {}).get(keys.curve_key(rs[0])), f"C{i}")
             if only and any(line[2] != DECODER_ONLY for line in lines_):
                 continue  # the paper's encoder-decoder is drawn with ours
             find = paper_lookup(paper_rows, paper_model)
@@ -255,7 +255,7 @@ def lines_of(cells: Sequence[dict]) -> Dict[tuple, List[dict]]:
     are never one line."""
     lines: Dict[tuple, List[dict]] = {}
     for c in cells:
-        lines.setdefault((c["train_size"] or 0, st.curve_schedule(c), _family(c), c["model"],
+        lines.setdefault((c["train_size"] or 0, keys.curve_schedule(c), _family(c), c["model"],
                           str(c["checkpoint"])), []).append(c)
     return {k: sorted(lines[k], key=lambda c: c["entropy_bits"]) for k in sorted(lines)}
 

@@ -37,6 +37,7 @@ import numpy as np
 
 from ..errors import UserError
 from ..files import read_lines
+from . import keys
 from . import statistics as st
 from .report import tsv
 
@@ -174,7 +175,7 @@ def measured_accuracy(rows: Sequence[dict], checkpoint: str, where: str) -> Dict
                        "--checkpoint with one of those, or score that checkpoint")
     by_preset: Dict[str, List[dict]] = defaultdict(list)
     for r in mine:
-        by_preset[st.model_of(r)].append(r)
+        by_preset[keys.model_of(r)].append(r)
     out = {}
     for preset, rs in by_preset.items():
         levels = sorted({(r["experiment"], str(r["level"])) for r in rs})
@@ -220,16 +221,16 @@ def predict(rows: Sequence[dict], checkpoint: str = "last", preset: Optional[str
             than 3 levels, or ``measured`` names no preset (nor model) of the curves.
     """
     mine = [r for r in rows if r["checkpoint"] == checkpoint
-            and (preset is None or st.model_of(r) == preset)]
-    no_bits = sorted({f"{r['experiment']} {st.model_of(r)} {r['level']} (no entropy recorded)"
+            and (preset is None or keys.model_of(r) == preset)]
+    no_bits = sorted({f"{r['experiment']} {keys.model_of(r)} {r['level']} (no entropy recorded)"
                       for r in mine if r["entropy_bits"] is None})
     mine = [r for r in mine if r["entropy_bits"] is not None]
     if not mine:
-        have = sorted({f"{st.model_of(r)} ({r['checkpoint']})" for r in rows})
+        have = sorted({f"{keys.model_of(r)} ({r['checkpoint']})" for r in rows})
         raise FitError(f"{where}: no curve of {preset or 'any preset'} at the "
                        f"{checkpoint} checkpoint among {', '.join(have)}. Fix: choose one of "
                        "those with --preset and --checkpoint")
-    arch_of = {st.model_of(r): str(r["model"]) for r in mine}  # preset -> its model
+    arch_of = {keys.model_of(r): str(r["model"]) for r in mine}  # preset -> its model
     match = _match_measured(measured, arch_of)
     curves = st.curve_statistics(mine)
     fitted = [c for c in curves if c["levels"] >= MIN_LEVELS]
@@ -241,7 +242,7 @@ def predict(rows: Sequence[dict], checkpoint: str = "last", preset: Optional[str
                        f"{', '.join(skipped)}; a logistic in the entropy needs at least 3. "
                        "Fix: pass results with 3 levels or more per curve (e.g. "
                        "results/exp1_cnn_authors/results.tsv)")
-    levels_of = {(st.curve_key(r), float(r["entropy_bits"])): str(r["level"]) for r in mine}
+    levels_of = {(keys.curve_key(r), float(r["entropy_bits"])): str(r["level"]) for r in mine}
     for c in fitted:
         c["loo"] = [{**x, "level": levels_of[(c["key"], x["entropy_bits"])]}
                     for x in leave_one_level_out(c["entropy"], c["means"])]

@@ -22,7 +22,6 @@ schedules apart.
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import os
 from pathlib import Path
@@ -30,6 +29,7 @@ from typing import Callable, Mapping, Optional, Tuple
 
 from ..errors import DataFormatError, UserError
 from ..files import iter_text_lines, read_json
+from ..scan.manifests import manifest_sha256
 from .decoding import check_decoding, read_generation_options
 from .schedules import schedule_label, schedule_record
 from .checkpoint_labels import check_checkpoint_label, check_selection
@@ -48,7 +48,7 @@ def load_data_manifest(data_dir: str | os.PathLike) -> Tuple[dict, str]:
         raise ScoreError(f"{path} not found. Fix: --data must be a level directory written by "
                          "'fairseq-entropy build' or 'fairseq-entropy binarize'")
     manifest = read_json(path)
-    return manifest, hashlib.sha256(path.read_bytes()).hexdigest()
+    return manifest, manifest_sha256(path)
 
 
 def read_checkpoint_info(path: str | os.PathLike) -> dict:

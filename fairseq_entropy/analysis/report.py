@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
 
 from ..files import atomic_write_text
+from . import keys
 from . import statistics as st
 from .figures import (FIGURE_TITLES, drawn_checkpoint, figure_of, figure_title,
                       panel_of_figure, plot_figure)
@@ -76,7 +77,7 @@ def format_table(summary: Sequence[dict]) -> str:
         h = "n/a" if r["entropy_bits"] is None else f"{r['entropy_bits']:.3f}"
         lines.append(f"{r['experiment']:<10} {r['preset']:<34} {r['n_train']:>6} "
                      f"{r['checkpoint']:<5} {r['level']:<13} {h:>7} {r['mean']:>8.4f} "
-                     f"{r['std']:>7.4f} {r['n']:>2}  {st.schedule_of(r)}")
+                     f"{r['std']:>7.4f} {r['n']:>2}  {keys.schedule_of(r)}")
     return "\n".join(lines) + "\n"
 
 
@@ -128,7 +129,7 @@ def write_report(rows: Sequence[dict], out_dir: str | os.PathLike,
     find = paper_lookup(paper_rows, paper_model)
     for c in curves:  # H50 of the paper's mean curve at the same levels, for comparison
         mine = [x for x in cells
-                if st.curve_key(x) == c["key"] and x["entropy_bits"] is not None]
+                if keys.curve_key(x) == c["key"] and x["entropy_bits"] is not None]
         ref = [find(x["experiment"], x["model"], x["train_size"], x["entropy_bits"])[0]
                for x in mine]
         c["paper_h50"] = st.fit_h50([float(p["entropy_bits"]) for p in ref],
@@ -140,7 +141,7 @@ def write_report(rows: Sequence[dict], out_dir: str | os.PathLike,
     # runs.check_runs)
     n_of: Dict[tuple, object] = {}
     for r in rows:
-        n_of.setdefault(st.cell_key(r), r.get("n_train", r.get("train_size")))
+        n_of.setdefault(keys.cell_key(r), r.get("n_train", r.get("train_size")))
     for c in cells:
         c["preset"] = c["model"]
         c["n_train"] = n_of.get((c["experiment"], c["model"], c["train_size"], str(c["level"]),
@@ -235,11 +236,11 @@ def schedule_comparison(cells: Sequence[dict]) -> str:
     updates), shorter than the preset's own 4500 updates``; ``schedule unknown`` when not
     recorded; the preset's part is left out when the cells do not record it."""
     c = cells[0]
-    if st.curve_schedule(c) == st.OWN_SCHEDULE_PER_LEVEL:
+    if keys.curve_schedule(c) == keys.OWN_SCHEDULE_PER_LEVEL:
         steps = ", ".join(f"{x['level']} {x['updates']}" for x in
                           sorted(cells, key=lambda x: float(x["entropy_bits"])))
         return f"the preset's own schedule at each level (updates: {steps})"
-    text = f"schedule {st.schedule_of(c)}"
+    text = f"schedule {keys.schedule_of(c)}"
     updates = {x.get("updates") for x in cells}
     if len(updates) == 1 and None not in updates:
         text += f" ({updates.pop()} updates)"
@@ -261,7 +262,7 @@ def schedule_note(cells: Sequence[dict]) -> str:
     curves: Dict[tuple, List[dict]] = {}
     for c in cells:
         if c["agree"] in ("yes", "no"):
-            curves.setdefault(st.curve_key(c), []).append(c)
+            curves.setdefault(keys.curve_key(c), []).append(c)
     if not curves:
         return "Schedules: no cell has a paper value.\n"
     parts = [f"{exp} {preset} N={n} {ckpt}: {schedule_comparison(rows)}"
@@ -279,7 +280,7 @@ def agreement_lines(cells: Sequence[dict]) -> List[str]:
     curves: Dict[tuple, List[dict]] = {}
     for c in cells:
         if c["agree"] in ("yes", "no"):
-            curves.setdefault(st.curve_key(c), []).append(c)
+            curves.setdefault(keys.curve_key(c), []).append(c)
     lines = []
     for (exp, preset, n_train, ckpt, _), rows in sorted(curves.items(), key=str):
         out = [f"{r['level']} ({float(r['mean']):.3f} vs {float(r['paper_mean']):.3f})"

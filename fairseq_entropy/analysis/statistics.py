@@ -37,9 +37,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from .columns import (DECODER_ONLY, GRADED_COLUMNS, GROUP_COLUMNS, PAPER_IS_ENCODER_DECODER)
-from .keys import (OWN_SCHEDULE_PER_LEVEL, base_experiment, cell_key,  # noqa: F401
-                   curve_key, curve_schedule, curve_size, model_of, order_key, schedule_of,
-                   train_size_of)
+from .keys import cell_key, curve_key, order_key, schedule_of, train_size_of
 from .paper import paper_lookup
 from .runs import group_runs
 

@@ -9,7 +9,7 @@ import sys
 from typing import List
 
 from ..errors import UserError
-from ..experiments.presets import MAX_EPOCHS, MAX_UPDATE_LIMIT
+from ..experiments.preset_values import MAX_EPOCHS, MAX_UPDATE_LIMIT
 
 
 class DefaultsHelpFormatter(argparse.HelpFormatter):

@@ -106,10 +106,11 @@ def _plot(rows, records, args) -> None:
     """Draw the fitted curves of ``records`` into ``args.plot`` (one panel per curve)."""
     from ..analysis import statistics as st
     from ..analysis.figures import plot_figure
+    from ..analysis.keys import curve_key
 
-    keys = {c["key"] for c in records}
+    wanted = {c["key"] for c in records}
     cells = [c for c in st.cell_statistics([r for r in rows if r["entropy_bits"] is not None])
-             if st.curve_key(c) in keys]
+             if curve_key(c) in wanted]
     fits = {c["key"]: c["fit"] for c in records}
     plot_figure(cells, [], "predict", args.plot, fits=fits,
                 panel=lambda c: f"{c['experiment']}: {c['model']} N={c['train_size']}",

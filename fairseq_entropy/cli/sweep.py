@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from ..errors import UserError
@@ -54,13 +53,25 @@ def add_parser(sub) -> None:
                    "fairseq-train arguments but data and seed) in one fairseq-train --task "
                    "packed_systematicity, then decode and score each cell as usual; 0 or 1: no "
                    "packing (default: the grid's pack, else 0)")
-    w.add_argument("--recipe", help="train recipe, called as RECIPE PRESET DATABIN RUN_DIR "
-                                    "with SEED, EPOCHS/MAX_UPDATE, DEVICE, PRESETS and "
-                                    "USER_DIR in its environment (default: the installed "
-                                    "train_level.sh, see fairseq-entropy recipes-dir)")
+    w.add_argument("--select", choices=("valid", "test-loss"), default="valid",
+                   help="how each cell's best checkpoint is chosen (fairseq-entropy run "
+                        "--select): valid, the highest validation seq_acc; test-loss, the "
+                        "paper authors' lowest test loss (a diagnostic; not with packs)")
+    w.add_argument("--no-score-best", action="store_true",
+                   help="decode and score only each cell's last checkpoint")
+    w.add_argument("--gen-batch", type=options.positive_int, default=512, metavar="N",
+                   help="sentences per fairseq-generate batch (default 512)")
+    w.add_argument("--valid-batch", type=options.positive_int, default=512, metavar="N",
+                   help="sentences per validation batch (default 512)")
+    w.add_argument("--recipe", help="your own train recipe instead of fairseq-entropy run, "
+                                    "called as RECIPE PRESET DATABIN RUN_DIR with the "
+                                    "variables of recipes/train_level.sh (SEED, EPOCHS/"
+                                    "MAX_UPDATE, DEVICE, SELECT, SCORE_BEST, GEN_BATCH, "
+                                    "VALID_BATCH, PRESETS, USER_DIR) set from the sweep's "
+                                    "options, never from your shell")
     w.add_argument("--decode-sample", type=options.positive_int, metavar="N",
                    help="a smoke test: each cell decodes about N test sentences with its last "
-                   "checkpoint (DECODE_SAMPLE=N in the recipe's environment) into "
+                   "checkpoint (fairseq-entropy run --decode-sample N) into "
                    "RUN/sample/score.json; such a cell is not scored, so a later sweep "
                    "without --decode-sample finishes it (local executor only)")
     w.add_argument("--presets", help="your presets file, added to the packaged presets.json "
@@ -75,6 +86,7 @@ def run(args) -> None:
     from ..experiments import executors, sweep
     from ..experiments.devices import DEFAULT_PER_GPU, detect_device, device_slots, gpu_count
     from ..experiments.grids import load_grid
+    from ..experiments.run import RunOptions
 
     grid = load_grid(args.grid, args.presets, args.user_dir)
     cells = grid.cells(args.preset, args.seed, args.level, args.n_train)
@@ -121,12 +133,13 @@ def run(args) -> None:
              f"{len(set(c.level for c in cells))} levels x {len(set(c.seed for c in cells))} "
              "seeds")
     size = grid.pack if args.pack is None else args.pack
-    select = os.environ.get("SELECT") or "valid"
-    if size > 1 and select != "valid" and os.environ.get("SCORE_BEST", "1") != "0":
-        raise UserError(f"SELECT={select} with packed runs (--pack {size}): a pack keeps each "
-                        "run's best checkpoint by its validation seq_acc (SELECT=valid). Fix: "
-                        "--pack 0 to train each cell on its own, or unset SELECT (or "
-                        "SCORE_BEST=0 to score the last checkpoints only)")
+    run_options = RunOptions(args.select, not args.no_score_best, args.gen_batch,
+                             args.valid_batch)
+    if size > 1 and args.select != "valid" and not args.no_score_best:
+        raise UserError(f"--select {args.select} with packed runs (--pack {size}): a pack keeps "
+                        "each run's best checkpoint by its validation seq_acc (--select "
+                        "valid). Fix: --pack 0 to train each cell on its own, or drop --select "
+                        "(or add --no-score-best to score the last checkpoints only)")
     packing = f", packs of up to {size} cells" if size > 1 else ""
     print(f"# grid {grid.path}: {len(cells)} cells ({shape}), schedule "
           f"{grid.schedule.label}, root {root}, executor {args.executor}, "
@@ -143,11 +156,10 @@ def run(args) -> None:
                 if not pending:
                     print(f"# data {cell.databin(root)}: built (skipped)")
             state = " (scored: skipped)" if sweep.scored(cell, root) is not None else ""
-            env = {**{k: os.environ[k] for k in sweep.INHERITED_RECIPE_VARIABLES
-                      if k in os.environ}, **sweep.cell_env(cell, slots[i % len(slots)])}
+            command, env = sweep.cell_command(cell, root, slots[i % len(slots)],
+                                              args.recipe, run_options)
             print(f"# cell {i + 1}/{len(cells)} {cell.name}{state}")
-            print(" ".join([f"{k}={v}" for k, v in env.items()]
-                           + sweep.recipe_command(cell, root, args.recipe)))
+            print(" ".join([f"{k}={v}" for k, v in env.items()] + command))
         if size > 1:
             from ..experiments.packs import dry_run_lines
 
@@ -176,7 +188,8 @@ def run(args) -> None:
                                 for i, c in enumerate(cells)], status_path)
 
         ran = executors.run_local(units, root, slots,
-                                  lambda u, s: executors.run_unit(u, root, s, args.recipe),
+                                  lambda u, s: executors.run_unit(u, root, s, args.recipe,
+                                                                  run_options),
                                   on_stop=on_stop, status=status_path)
     else:
         cluster = {"slurm": "slurm", "submitit-local": "local",
@@ -184,7 +197,7 @@ def run(args) -> None:
         if known:
             print(f"{len(known)} of {len(cells)} cell(s) scored or locked: not submitted")
         ran = executors.run_submitit(units, root, grid.resources, cluster, args.recipe,
-                                     status=status_path)
+                                     status=status_path, options=run_options)
     got = {r.cell: r for r in [*ran, *unplanned]}
     results = [known[i] if i in known else got[c.name] for i, c in enumerate(cells)]
     status = sweep.write_status(results, status_path)

@@ -29,6 +29,7 @@ from .grids import Cell
 from .locks import lock_holder
 from .packs import Pack, Unit, cells_of, progress_line, run_pack
 from .processes import CHILDREN, GRACE_S, on_stop_signals, stop_on_signals
+from .run import RunOptions
 from .sweep import (PROGRESS_INTERVAL_S, CellResult, Progress, last_line, run_cell, scored,
                     write_status)
 
@@ -68,12 +69,13 @@ def train_log(unit: Unit, cell: Cell, root: str | os.PathLike) -> Path:
 
 
 def run_unit(unit: Unit, root: str | os.PathLike, slot: Optional[dict] = None,
-             recipe: Optional[str | os.PathLike] = None) -> List[CellResult]:
+             recipe: Optional[str | os.PathLike] = None,
+             options: Optional[RunOptions] = None) -> List[CellResult]:
     """The outcomes of one unit: :func:`~.packs.run_pack` of a pack, :func:`run_cell` of a
-    cell."""
+    cell, run with ``options`` (:class:`~.run.RunOptions`) or a user's ``recipe``."""
     if isinstance(unit, Pack):
-        return run_pack(unit, root, slot, recipe)
-    return [run_cell(unit, root, slot, recipe)]
+        return run_pack(unit, root, slot, recipe, options=options)
+    return [run_cell(unit, root, slot, recipe, options)]
 
 
 def run_local(units: Sequence[Unit], root: str | os.PathLike, slots: Sequence[dict],
@@ -154,8 +156,8 @@ def run_local(units: Sequence[Unit], root: str | os.PathLike, slots: Sequence[di
     return [results[i] for i in range(len(cells))]
 
 
-def _submitit_cell(cell: Unit, root: str, recipe: Optional[str]
-                   ) -> CellResult | List[CellResult]:
+def _submitit_cell(cell: Unit, root: str, recipe: Optional[str],
+                   options: Optional[RunOptions] = None) -> CellResult | List[CellResult]:
     """Body of one submitit task (module level, so that it pickles): a cell, or a pack (whose
     outcome is a list, one per cell).
 
@@ -175,7 +177,7 @@ def _submitit_cell(cell: Unit, root: str, recipe: Optional[str]
     cancelled: List[int] = []
     # SIGTERM to the cell's process groups, SIGKILL to what is left after GRACE_S seconds
     with stop_on_signals(CHILDREN, then=cancelled.append):
-        results = run_unit(cell, root, env or None, recipe)
+        results = run_unit(cell, root, env or None, recipe, options)
     if cancelled:
         results = [r if r.status == "done" else
                    CellResult(r.cell, "cancelled", slurm.CANCELLED_MESSAGE, r.wall_s)
@@ -287,7 +289,8 @@ class _ArrayWatch:
 def run_submitit(cells: Sequence[Unit], root: str | os.PathLike, resources: dict,
                  cluster: Optional[str] = None, recipe: Optional[str | os.PathLike] = None,
                  progress: Optional[Progress] = None,
-                 status: Optional[str | os.PathLike] = None) -> List[CellResult]:
+                 status: Optional[str | os.PathLike] = None,
+                 options: Optional[RunOptions] = None) -> List[CellResult]:
     """Run cells as one submitit job array (Slurm), one task per cell or per pack
     (:class:`~.packs.Pack`), and wait for them.
 
@@ -304,6 +307,7 @@ def run_submitit(cells: Sequence[Unit], root: str | os.PathLike, resources: dict
             ``AutoExecutor.update_parameters`` (``timeout_min``, ``gpus_per_node``,
             ``cpus_per_task``, ``mem_gb``, ``slurm_partition``, ``slurm_array_parallelism``...).
         cluster: None (Slurm when available, else local), ``slurm``, ``local`` or ``debug``.
+        recipe, options: how each cell runs (:func:`run_unit`).
         status: the ``sweep-status.tsv`` into which each cell's outcome is merged as it
             arrives, and which a signal that stops the sweep completes (None: none).
 
@@ -337,7 +341,8 @@ def run_submitit(cells: Sequence[Unit], root: str | os.PathLike, resources: dict
     logger.addFilter(sacct)
     try:
         jobs = executor.map_array(_submitit_cell, chosen, [str(root)] * len(chosen),
-                                  [str(recipe) if recipe else None] * len(chosen))
+                                  [str(recipe) if recipe else None] * len(chosen),
+                                  [options] * len(chosen))
         array = slurm.array_id(jobs[0].job_id)
         kind = cluster or executor.cluster
         skipped = f", {len(known)} cell(s) scored or locked not submitted" if known else ""

@@ -16,7 +16,7 @@ from ..files import loads_json, read_text
 from ..scan.entropy import COMPONENT_VALUES
 from ..scan.grammar import PAPER_VERBS
 from ..scan.levels import level_name, named_exactly
-from .presets import MAX_EPOCHS, MAX_UPDATE_LIMIT
+from .preset_values import MAX_EPOCHS, MAX_UPDATE_LIMIT
 
 EXPERIMENTS = ("exp1", "exp2")
 

@@ -53,8 +53,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from ..errors import UserError
 from ..scan.build_requests import check_build_args
 from ..scan.levels import level_name
-from .grid_files import (EXPERIMENTS, GridError, check_resources, check_values,  # noqa: F401
-                         key_line, read_grid)
+from .grid_files import GridError, check_resources, check_values, key_line, read_grid
 from .presets import PresetError, load_presets
 
 #: the seeds the paper's authors trained with (their repository's run scripts)

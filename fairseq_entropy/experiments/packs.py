@@ -28,7 +28,6 @@ recipe sees the finished training and only decodes), so run directories, ``score
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import subprocess
 import sys
@@ -38,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
-from ..files import atomic_write_bytes
+from ..tasks.packed_runs import PACK_FILE, PackError, read_description, write_pack
 from .devices import default_device
 from .grids import Cell
 from .locks import LOCK_ENV, LockHeld, RunLock
@@ -46,7 +45,7 @@ from .presets import PresetError, load_presets, train_args, train_args_sha256
 from .processes import CHILDREN, Stopping, stop_on_signals
 from .rerun import ScheduleChanged, check_trained, expected_schedule
 from .fairseq_train import best_metric, train_command
-from .run import SHOWN, console_line, subword_data, user_dir
+from .run import SHOWN, RunOptions, console_line, subword_data, user_dir
 from .sweep import CellResult, WallSegment, last_line, prepare_data, run_cell, scored
 
 PACKS_DIR = "packs"
@@ -158,15 +157,15 @@ def _existing(parent: Path, key: str, free: Dict[str, Cell]) -> List[Pack]:
     cells are taken out of it): a pack cut off while it trained or before its runs were
     unpacked and marked."""
     found = []
-    for desc in sorted(parent.glob("pack-*/pack.json")):
+    for desc in sorted(parent.glob(f"pack-*/{PACK_FILE}")):
         try:
-            raw = json.loads(desc.read_text())
-        except (OSError, ValueError):
+            raw = read_description(str(desc.parent))
+        except (OSError, PackError):
             continue
-        if not isinstance(raw, dict) or raw.get("sweep_key") != key or \
+        if raw["sweep_key"] != key or \
                 not (desc.parent / "checkpoints" / "checkpoint_last.pt").is_file():
             continue
-        dirs = [r.get("run_dir") for r in raw.get("runs", []) if isinstance(r, dict)]
+        dirs = [r["run_dir"] for r in raw["runs"]]
         # a finished pack whose runs all hold their checkpoints: each run only decodes
         done = all(Path(d, "checkpoints", "trained").exists() for d in dirs if d)
         if len(dirs) > 1 and all(d in free for d in dirs) and not done:
@@ -229,11 +228,7 @@ def write_description(pack: Pack, root: str | os.PathLike) -> Path:
     """``PACK_DIR/pack.json``: the runs (data, seed, run_dir, name) and the pack's key."""
     runs = [{"data": str(c.databin(root).resolve()), "seed": c.seed,
              "run_dir": str(c.run_dir(root).resolve()), "name": c.name} for c in pack.cells]
-    pack.dir.mkdir(parents=True, exist_ok=True)
-    path = pack.dir / "pack.json"
-    atomic_write_bytes(path, json.dumps({"runs": runs, "sweep_key": pack.key},
-                                        indent=1).encode())
-    return path
+    return write_pack(str(pack.dir), runs, pack.key)
 
 
 def pack_command(pack: Pack, root: str | os.PathLike, device: str) -> List[str]:
@@ -314,7 +309,8 @@ def _run_files(pack: Pack, k: int, run: Path) -> None:
 
 
 def run_pack(pack: Pack, root: str | os.PathLike, slot: Optional[dict] = None,
-             recipe: Optional[str | os.PathLike] = None, out=None) -> List[CellResult]:
+             recipe: Optional[str | os.PathLike] = None, out=None,
+             options: Optional[RunOptions] = None) -> List[CellResult]:
     """Train a pack, then decode and score each of its cells (see the module docstring).
 
     Never raises for a failure of the pack or a cell: each cell's outcome is returned
@@ -323,8 +319,10 @@ def run_pack(pack: Pack, root: str | os.PathLike, slot: Optional[dict] = None,
     Args:
         slot: the worker slot's variables (``DEVICE``, ``CUDA_VISIBLE_DEVICES``,
             ``OMP_NUM_THREADS``, ``DECODE_SAMPLE``...).
-        recipe: the recipe that decodes and scores each cell (:func:`~.sweep.run_cell`).
+        recipe: a user's recipe that decodes and scores each cell (None: ``fairseq-entropy
+            run``, :func:`~.sweep.run_cell`).
         out: where the pack's console lines go (default: standard output).
+        options: how each cell is decoded and scored (:class:`~.run.RunOptions`).
     """
     out = out or sys.stdout
     start = time.monotonic()
@@ -382,7 +380,7 @@ def run_pack(pack: Pack, root: str | os.PathLike, slot: Optional[dict] = None,
         trained = segment.close(time.monotonic() - start)  # after a _failed: its total
 
     def decode(cell):  # decoded and scored as an unpacked cell is: the pack's time added
-        r = run_cell(cell, root, slot, recipe)
+        r = run_cell(cell, root, slot, recipe, options)
         if r.status not in ("locked", "skipped"):
             r.wall_s += trained
         return r

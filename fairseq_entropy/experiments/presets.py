@@ -35,9 +35,8 @@ from typing import Dict, List, Optional
 from ..errors import DataFormatError, UserError
 from ..files import loads_json, read_json, read_text
 from ..scan.lm_format import data_format
-from .preset_values import (KNOWN_KEYS, LIST_KEYS, MAX_EPOCHS,  # noqa: F401
-                            MAX_UPDATE_LIMIT, TASK_ARGS, PresetError, check_preset_values,
-                            eval_epochs)
+from .preset_values import (KNOWN_KEYS, LIST_KEYS, TASK_ARGS, PresetError,
+                            check_preset_values, eval_epochs)
 
 DEFAULT_CRITERION = ["--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0",
                      "--report-accuracy"]

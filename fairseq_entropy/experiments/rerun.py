@@ -5,7 +5,6 @@ run's directory and device made before anything is written."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 from typing import Optional, Sequence
@@ -13,6 +12,7 @@ from typing import Optional, Sequence
 from ..analysis.checkpoint_labels import SELECT_OF
 from ..analysis.provenance import read_checkpoint_info
 from ..analysis.schedules import NO_EXTRA_ARGS_SHA256
+from ..scan.manifests import manifest_sha256
 from ..errors import UserError
 from ..files import read_json
 from .presets import PresetError, train_args, train_args_sha256
@@ -190,7 +190,7 @@ def expected_schedule(spec: dict, databin: str | os.PathLike, epochs: Optional[f
     manifest = Path(databin) / "manifest.json"
     sha, label = None, None
     if manifest.is_file():
-        sha = hashlib.sha256(manifest.read_bytes()).hexdigest()
+        sha = manifest_sha256(manifest)
         m = read_json(manifest)
         label = f"{databin}: " + _data_label(m.get("experiment"), m.get("level"), m.get("seed"))
     return {"max_update": int(args[args.index("--max-update") + 1]),

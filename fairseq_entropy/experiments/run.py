@@ -59,8 +59,7 @@ from .archs import check_arch
 from .presets import (TASK_ARGS, check_preset, load_presets, own_schedule,
                       preset_args_sha256, train_args)
 from .fairseq_train import best_metric, check_extra_args, tool_path, train_command
-from .rerun import (ScheduleChanged, check_device, check_run_dir, check_trained,  # noqa: F401
-                    expected_schedule, scored)
+from .rerun import check_device, check_run_dir, check_trained, expected_schedule, scored
 from .processes import GRACE_S, ProcessGroups, Stopping, stop_on_signals
 
 #: fairseq-train output lines echoed to the console
@@ -86,6 +85,47 @@ class RunStopped(Exception):
     def __init__(self, sig: int):
         super().__init__(f"stopped by signal {sig}")
         self.signal = sig
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How every cell of a sweep is run and scored: the options of ``fairseq-entropy run``
+    (:func:`run_level`) that a grid does not set per cell, given once on the sweep's command
+    line.
+
+    Attributes:
+        select: ``valid`` or ``test-loss``: how the best checkpoint is chosen
+            (:func:`run_level`).
+        score_best: decode and score the best checkpoint too.
+        gen_batch: sentences per fairseq-generate batch.
+        valid_batch: sentences per validation batch.
+
+    Raises:
+        UserError: an unknown ``select`` or a batch below 1.
+    """
+
+    select: str = "valid"
+    score_best: bool = True
+    gen_batch: int = 512
+    valid_batch: int = 512
+
+    def __post_init__(self):
+        if self.select not in SELECTIONS:
+            raise UserError(f"--select {self.select}: expected one of {', '.join(SELECTIONS)}")
+        if self.gen_batch < 1 or self.valid_batch < 1:
+            raise UserError("--gen-batch and --valid-batch take a number of sentences >= 1")
+
+    def args(self) -> list:
+        """The options of ``fairseq-entropy run``."""
+        return ["--select", self.select, "--gen-batch", str(self.gen_batch),
+                "--valid-batch", str(self.valid_batch),
+                *([] if self.score_best else ["--no-score-best"])]
+
+    def env(self) -> dict:
+        """The same settings as the variables of ``recipes/train_level.sh``, for a user's own
+        ``--recipe``."""
+        return {"SELECT": self.select, "SCORE_BEST": "1" if self.score_best else "0",
+                "GEN_BATCH": str(self.gen_batch), "VALID_BATCH": str(self.valid_batch)}
 
 
 @dataclass

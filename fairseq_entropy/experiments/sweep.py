@@ -5,12 +5,11 @@ Each cell (:class:`~.grids.Cell`) runs in three steps (:func:`run_cell`):
 1. its data, shared with every cell of the same (experiment, N, seed, level):
    ``fairseq-entropy build`` and ``fairseq-entropy binarize`` (:func:`prepare_data`), under a
    file lock so that concurrent cells build it once (both write through temporary names);
-2. the recipe ``train_level.sh PRESET DATABIN RUN_DIR`` (:func:`recipe_command`: the installed
-   one of :func:`~.recipes.default_recipe`, or the grid user's own script) with the cell's
-   seed, schedule and worker slot in its environment (:func:`cell_env`); the default recipe
-   runs ``fairseq-entropy run`` (:func:`~.run.run_level`: train, decode, score, holding the
-   run's lock, resuming from ``checkpoint_last.pt``, skipping a scored run).  Its output goes
-   to ``RUN_DIR/sweep.log``;
+2. ``fairseq-entropy run`` (:func:`run_command`, every setting an option:
+   :func:`~.run.run_level` trains, decodes and scores, holding the run's lock, resuming from
+   ``checkpoint_last.pt``, skipping a scored run), or a user's own recipe script
+   (:func:`recipe_command`, the settings in its environment, :func:`cell_env`).  Its output
+   goes to ``RUN_DIR/sweep.log``;
 3. the cell's outcome (:class:`CellResult`): ``done`` (trained and scored now), ``skipped``
    (scored before), ``locked`` (another process holds its run directory, exit status
    :data:`~.locks.LOCKED_EXIT`), ``failed`` (with the reason) or ``cancelled`` (Slurm ended its
@@ -43,10 +42,10 @@ from .decoding import SAMPLE_LABEL
 from .grids import Cell
 from .locks import LOCK_ENV, LOCKED_EXIT
 from .processes import CHILDREN, Stopping
-from .recipes import default_recipe
 from .presets import load_presets
-from .run import ScheduleChanged, expected_schedule
-from .run import scored as scored_run
+from .rerun import ScheduleChanged, expected_schedule
+from .rerun import scored as scored_run
+from .run import RunOptions
 
 #: seconds between progress lines of a sweep
 PROGRESS_INTERVAL_S = 30.0
@@ -212,15 +211,20 @@ class WallSegment:
         return total
 
 
-#: variables of the default recipe (``train_level.sh``) that a cell inherits from the sweep's
-#: own environment (``SCORE_BEST=0 fairseq-entropy sweep ...``)
-INHERITED_RECIPE_VARIABLES = ("SCORE_BEST", "SELECT", "GEN_BATCH", "VALID_BATCH")
+#: variables of a worker slot (:func:`~.devices.device_slots`) that a cell's processes get
+#: in their environment: the threads and the GPU they run on
+PROCESS_VARIABLES = ("OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES")
 
 
-def cell_env(cell: Cell, slot: Optional[dict] = None) -> Dict[str, str]:
-    """Environment of a cell's recipe: seed, schedule, the user's ``PRESETS`` file and
-    ``USER_DIR`` package (when the grid has them) and the worker slot's variables."""
-    env = {"SEED": str(cell.seed), **cell.schedule.env(), **(slot or {})}
+def cell_env(cell: Cell, slot: Optional[dict] = None,
+             options: Optional[RunOptions] = None) -> Dict[str, str]:
+    """Environment of a user's ``--recipe`` for a cell (the variables of
+    ``recipes/train_level.sh``): seed, schedule, the sweep's run options, the user's
+    ``PRESETS`` file and ``USER_DIR`` package (when the grid has them) and the worker slot's
+    variables.  Every value is the sweep's own, so a variable of the user's shell never
+    changes a cell."""
+    env = {"SEED": str(cell.seed), **cell.schedule.env(), **(options or RunOptions()).env(),
+           **(slot or {})}
     if cell.presets_file:
         env["PRESETS"] = cell.presets_file
     if cell.user_dir:
@@ -228,19 +232,53 @@ def cell_env(cell: Cell, slot: Optional[dict] = None) -> Dict[str, str]:
     return env
 
 
+def run_command(cell: Cell, root: str | os.PathLike, slot: Optional[dict] = None,
+                options: Optional[RunOptions] = None) -> List[str]:
+    """The cell's ``fairseq-entropy run`` (:func:`~.run.run_level`), with every setting as
+    an option: seed, schedule, device and sample decode of the worker slot, the sweep's
+    :class:`~.run.RunOptions`, the grid's presets file and ``--user-dir``."""
+    slot = slot or {}
+    cmd = [sys.executable, "-m", "fairseq_entropy.cli", "run", cell.preset,
+           str(cell.databin(root)), str(cell.run_dir(root)), "--seed", str(cell.seed)]
+    if cell.schedule.epochs is not None:
+        cmd += ["--epochs", f"{cell.schedule.epochs:g}"]
+    if cell.schedule.max_update is not None:
+        cmd += ["--max-update", str(cell.schedule.max_update)]
+    if slot.get("DEVICE"):
+        cmd += ["--device", slot["DEVICE"]]
+    cmd += (options or RunOptions()).args()
+    if slot.get("DECODE_SAMPLE"):
+        cmd += ["--decode-sample", str(slot["DECODE_SAMPLE"])]
+    if cell.presets_file:
+        cmd += ["--presets", cell.presets_file]
+    if cell.user_dir:
+        cmd += ["--user-dir", cell.user_dir]
+    return cmd
+
+
 def recipe_command(cell: Cell, root: str | os.PathLike,
-                   recipe: Optional[str | os.PathLike] = None) -> List[str]:
-    """``bash RECIPE PRESET DATABIN RUN_DIR`` of a cell; RECIPE defaults to the installed
-    ``train_level.sh`` (:func:`~.recipes.default_recipe`)."""
-    return ["bash", str(recipe or default_recipe()), cell.preset, str(cell.databin(root)),
-            str(cell.run_dir(root))]
+                   recipe: str | os.PathLike) -> List[str]:
+    """``bash RECIPE PRESET DATABIN RUN_DIR`` of a cell run by a user's own recipe."""
+    return ["bash", str(recipe), cell.preset, str(cell.databin(root)), str(cell.run_dir(root))]
+
+
+def cell_command(cell: Cell, root: str | os.PathLike, slot: Optional[dict] = None,
+                 recipe: Optional[str | os.PathLike] = None,
+                 options: Optional[RunOptions] = None) -> tuple:
+    """``(command, environment variables)`` of a cell: :func:`run_command` with the slot's
+    :data:`PROCESS_VARIABLES`, or with a user's ``recipe`` :func:`recipe_command` and
+    :func:`cell_env`."""
+    if recipe:
+        return recipe_command(cell, root, recipe), cell_env(cell, slot, options)
+    return (run_command(cell, root, slot, options),
+            {k: v for k, v in (slot or {}).items() if k in PROCESS_VARIABLES})
 
 
 def scored(cell: Cell, root: str | os.PathLike,
            presets: Optional[str | os.PathLike] = None) -> Optional[float]:
     """Accuracy in ``last/score.json`` of the cell's run, or None if it is not scored
-    (:func:`~.run.scored` of its run directory, compared with the schedule the cell would
-    train with now: :func:`~.run.expected_schedule` of its preset, data and schedule).
+    (:func:`~.rerun.scored` of its run directory, compared with the schedule the cell would
+    train with now: :func:`~.rerun.expected_schedule` of its preset, data and schedule).
 
     ``presets`` defaults to the cell's own presets file (:attr:`~.grids.Cell.presets_file`).
 
@@ -263,9 +301,10 @@ def last_line(text: str) -> str:
 
 
 def run_cell(cell: Cell, root: str | os.PathLike, slot: Optional[dict] = None,
-             recipe: Optional[str | os.PathLike] = None) -> CellResult:
-    """Run one cell (data, then the recipe) and return its outcome; never raises for a
-    failure of the cell itself (it is returned as ``failed`` with the reason)."""
+             recipe: Optional[str | os.PathLike] = None,
+             options: Optional[RunOptions] = None) -> CellResult:
+    """Run one cell (data, then :func:`cell_command`) and return its outcome; never raises
+    for a failure of the cell itself (it is returned as ``failed`` with the reason)."""
     start = time.monotonic()
     try:
         acc = scored(cell, root)
@@ -282,19 +321,18 @@ def run_cell(cell: Cell, root: str | os.PathLike, slot: Optional[dict] = None,
         prepare_data(cell, root, env)
     except (RuntimeError, OSError) as e:
         return CellResult(cell.name, "failed", f"data: {e}", time.monotonic() - start)
-    env.update(cell_env(cell, slot))
+    command, variables = cell_command(cell, root, slot, recipe, options)
+    env.update(variables)
     run = cell.run_dir(root)
     run.mkdir(parents=True, exist_ok=True)
     log = run / "sweep.log"
     segment, rc = WallSegment(run, start), None
     try:
         with open(log, "a") as out:
-            command = " ".join(recipe_command(cell, root, recipe))
-            out.write(f"=== {time.strftime('%Y-%m-%dT%H:%M:%S')} {command}\n")
+            out.write(f"=== {time.strftime('%Y-%m-%dT%H:%M:%S')} {' '.join(command)}\n")
             out.flush()
             try:
-                p = CHILDREN.start(recipe_command(cell, root, recipe), env=env, stdout=out,
-                                   stderr=subprocess.STDOUT)
+                p = CHILDREN.start(command, env=env, stdout=out, stderr=subprocess.STDOUT)
             except Stopping:
                 return CellResult(cell.name, "failed", "the sweep is stopping",
                                   time.monotonic() - start)

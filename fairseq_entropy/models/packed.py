@@ -9,7 +9,7 @@ The K runs' batches are padded to one shape (extra rows copy a real row and have
 target; extra columns are pads), which changes no run's loss: every model here computes each
 sentence as it would alone, and pad targets are not in the loss.  The models' teacher-forced
 passes that stack the real tokens (data-dependent shapes) run on the padded layout inside
-:func:`fairseq_entropy.modules.packing.all_rows`.
+:func:`fairseq_entropy.modules.real_tokens.all_rows`.
 
 The parameters of different runs never meet in an operation, so the sum of the K runs' losses
 (each normalised by its own sample size) gives every run its own gradient in one backward.
@@ -36,7 +36,7 @@ from torch.func import functional_call, stack_module_state, vmap
 
 from ..criterions.teacher_forcing import TeacherForcingCrossEntropyCriterion
 from ..errors import UserError
-from ..modules.packing import all_rows
+from ..modules.real_tokens import all_rows
 from .packed_registry import PACKED_IMPLEMENTATIONS
 
 
@@ -95,7 +95,7 @@ def _criterion_kind(criterion) -> str:
 def _common_rows(tokens: List[Tensor], pad: int) -> Tensor:
     """Per run, the indices of its real tokens in the flattened ``[B * T]`` batch, then
     repeats of its first pad position up to the runs' largest count: ``[K, n]`` (the rows of
-    :func:`~fairseq_entropy.modules.packing.all_rows`; every run with fewer real tokens than
+    :func:`~fairseq_entropy.modules.real_tokens.all_rows`; every run with fewer real tokens than
     n has a pad position, since all runs share one padded shape)."""
     real = [t.reshape(-1).ne(pad) for t in tokens]
     n = max(int(r.sum()) for r in real)

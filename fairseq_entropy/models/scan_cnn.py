@@ -46,7 +46,7 @@ from fairseq.models import (FairseqEncoder, FairseqEncoderDecoderModel,
 from fairseq.modules import GradMultiply
 from torch import Tensor
 
-from ..modules.packing import in_all_rows, pack_rows, real_rows, unpack_rows
+from ..modules.real_tokens import in_all_rows, pack_rows, real_rows, unpack_rows
 from ..modules.positions import AbsolutePositions, token_positions
 from .defaults import fill_defaults
 

@@ -28,7 +28,7 @@ from torch import Tensor
 
 from ..modules.attention import MultiheadAttention, truncated_normal_
 from ..modules.dropout import UniformMaskDropout, dropout_or_identity
-from ..modules.packing import pack_rows, real_rows, unpack_rows
+from ..modules.real_tokens import pack_rows, real_rows, unpack_rows
 from ..modules.positions import (POSITION_ENCODINGS, RELATIVE_TABLE_INITS, ROPE_VARIANTS,
                                  AbsolutePositions, RelativePositions, RotaryPositions,
                                  token_positions)

@@ -30,7 +30,7 @@ from fairseq.utils import safe_getattr
 from omegaconf import II
 from torch import Tensor
 
-from ..modules.packing import pack_rows, real_rows, unpack_rows
+from ..modules.real_tokens import pack_rows, real_rows, unpack_rows
 from ..modules.positions import token_positions
 from .defaults import fill_defaults
 from .scan_transformer import DEFAULT_MAX_POSITIONS, AuthorsBlockConfig, _Stack

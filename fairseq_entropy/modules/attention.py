@@ -20,7 +20,7 @@ from fairseq.incremental_decoding_utils import with_incremental_state
 from torch import Tensor
 
 from .dropout import UniformMaskDropout
-from .packing import in_all_rows
+from .real_tokens import in_all_rows
 from .positions import RelativePositions, RotaryPositions
 
 
@@ -45,7 +45,7 @@ class MultiheadAttention(nn.Module):
     (True = pad) or None, causal, q_pos [B, Tq], k_pos [B, Tk], rope, rel_q, rel_k,
     incremental_state) -> [B, Tq, d]``.
 
-    With ``rows [n]`` (:func:`~fairseq_entropy.modules.packing.real_rows` of the queries'
+    With ``rows [n]`` (:func:`~fairseq_entropy.modules.real_tokens.real_rows` of the queries'
     ``[B, Tq]`` batch), ``query`` is the ``[n, d]`` stack of the real query tokens and the
     result is ``[n, d]``: the projections run on the real tokens only and just the scores
     and weighted sums on the padded layout (the queries' pad rows are zero there and are

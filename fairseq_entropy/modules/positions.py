@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from .dropout import dropout_or_identity
-from .packing import in_all_rows
+from .real_tokens import in_all_rows
 
 POSITION_ENCODINGS = ("sinusoidal", "learned", "relative", "rope")
 ROPE_VARIANTS = ("standard", "authors")

@@ -10,6 +10,7 @@ recognised, and resumed, when the same request is run again.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -23,6 +24,20 @@ from .grammar import Grammar
 from .levels import SPLITS, BuildError, Level
 
 BUILD_MANIFEST = "manifest.json"
+
+
+def manifest_sha256(source: bytes | str | os.PathLike) -> str:
+    """The SHA-256 (hex) of a level's ``manifest.json``, by which checkpoints, scores and
+    resumed runs name the data they were trained on: of ``source``'s bytes, or of the file
+    ``source`` names (a level directory: its ``manifest.json``).
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    if not isinstance(source, bytes):
+        path = Path(source)
+        source = (path / "manifest.json" if path.is_dir() else path).read_bytes()
+    return hashlib.sha256(source).hexdigest()
 
 
 def _json(obj) -> str:

@@ -36,7 +36,18 @@ class PackError(UserError, ValueError):
 
 def read_pack(pack_dir: str) -> List[Dict]:
     """The runs of ``pack_dir/pack.json``: ``[{"data": abs path, "seed": int, "run_dir": abs
-    path, "name": str}]``.
+    path, "name": str}]`` (:func:`read_description`).
+
+    Raises:
+        PackError: as :func:`read_description`.
+    """
+    return read_description(pack_dir)["runs"]
+
+
+def read_description(pack_dir: str) -> Dict:
+    """``pack_dir/pack.json``, the one reader of the file: ``{"runs": [{"data": abs path,
+    "seed": int, "run_dir": abs path, "name": str}], "sweep_key": str or None}`` (the key of
+    the sweep that wrote it, see :func:`write_pack`).
 
     Raises:
         PackError: no pack.json, not JSON, or a run without data / an int seed / run_dir, or
@@ -71,14 +82,19 @@ def read_pack(pack_dir: str) -> List[Dict]:
     dirs = [r["run_dir"] for r in out]
     if len(set(dirs)) != len(dirs):
         raise PackError(f"{path}: two runs share a run_dir. Fix: give every run its own")
-    return out
+    key = raw.get("sweep_key") if isinstance(raw, dict) else None
+    return {"runs": out, "sweep_key": key if isinstance(key, str) else None}
 
 
-def write_pack(pack_dir: str, runs: List[Dict]) -> Path:
-    """Write ``pack_dir/pack.json`` listing ``runs`` (dicts with data, seed, run_dir)."""
+def write_pack(pack_dir: str, runs: List[Dict], sweep_key: Optional[str] = None) -> Path:
+    """Write ``pack_dir/pack.json``, the one writer of the file, atomically: ``runs`` (dicts
+    with data, seed, run_dir and optionally name) and, for a pack of a sweep, its
+    ``sweep_key`` (the preset, N, schedule and arguments its cells share), by which a later
+    sweep finds the pack to resume."""
     Path(pack_dir).mkdir(parents=True, exist_ok=True)
     path = Path(pack_dir) / PACK_FILE
-    atomic_write_bytes(path, json.dumps({"runs": runs}, indent=1).encode())
+    desc = {"runs": runs, **({"sweep_key": sweep_key} if sweep_key is not None else {})}
+    atomic_write_bytes(path, json.dumps(desc, indent=1).encode())
     return path
 
 

@@ -34,7 +34,6 @@ Extends fairseq's ``translation`` task (Wold et al., arXiv 2505.13089, Sec. 4) w
   ids in one call.
 """
 
-import hashlib
 import json
 import logging
 import math
@@ -55,6 +54,7 @@ from ..data import (FirstEpochOrderDataset, RandomOrderDataset, SymbolDictionary
                     check_dictionaries, dictionary_grammar, dictionary_hash, exact_match,
                     split_by_length)
 from ..progress import TrainingProgress
+from ..scan.manifests import manifest_sha256
 from .seeding import install_cpu_seeding
 
 logger = logging.getLogger(__name__)
@@ -226,7 +226,7 @@ class SystematicityTask(TranslationTask):
         seed = info.get("seed")
         self._record(cfg, {
             "train_data_manifest_sha256":
-                "" if manifest_bytes is None else hashlib.sha256(manifest_bytes).hexdigest(),
+                "" if manifest_bytes is None else manifest_sha256(manifest_bytes),
             "train_data_experiment": str(info.get("experiment") or ""),
             "train_data_level": str(info.get("level") or ""),
             "train_data_seed": seed if isinstance(seed, int) else None})
