@@ -33,6 +33,8 @@ Settings, all optional, come from environment variables:
   DECODE_SAMPLE  decode only about this many test sentences (a smoke test; default: all)
   BUILD_ARGS     extra 'fairseq-entropy build exp1' arguments, e.g. "--component direction"
   BINARIZE_ARGS  extra 'fairseq-entropy binarize' arguments, e.g. "--spm-vocab 23"
+  RECIPE         your own train recipe per level, called as RECIPE PRESET DATABIN RUN_DIR
+                 (fairseq-entropy sweep --recipe; default: fairseq-entropy run)
 Re-running skips the levels already finished.  SIGTERM, SIGINT or SIGHUP stops every process
 it started and exits 128 + the signal.
 EOF_HELP
@@ -163,7 +165,8 @@ if [ "${PACK:-1}" = 1 ]; then size=$(( (nlevels + jobs - 1) / jobs )); fi  # one
 best=(--no-score-best)
 if [ "${SCORE_BEST:-0}" = 1 ]; then best=(); fi
 step fairseq-entropy sweep "$grid" --root "$out" --jobs "$jobs" --pack "$size" \
-  --device "$device" "${best[@]}" ${DECODE_SAMPLE:+--decode-sample "$DECODE_SAMPLE"}
+  --device "$device" "${best[@]}" ${DECODE_SAMPLE:+--decode-sample "$DECODE_SAMPLE"} \
+  ${RECIPE:+--recipe "$RECIPE"}
 
 # 4. table + plot
 step fairseq-entropy aggregate "$out/runs" --out "$out/results" --force

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from fairseq_entropy.cli import main as cli
+from fairseq_entropy.experiments import status as sweep_status
 from fairseq_entropy.experiments import executors, locks, slurm, sweep
 from fairseq_entropy.experiments.grids import Cell, GridError, load_grid
 from fairseq_entropy.experiments.processes import CHILDREN
@@ -78,7 +79,7 @@ def test_the_cli_submits_only_the_cells_left_and_keeps_the_wall_times(tmp_path, 
     monkeypatch.setenv("WAIT", "0.3")
     score(cells[0], tmp_path, 0.5)
     status = tmp_path / "sweep-status.tsv"
-    sweep.write_status([sweep.CellResult(cells[0].name, "done", "", 42.5, 0.5)], status)
+    sweep_status.write_status([sweep.CellResult(cells[0].name, "done", "", 42.5, 0.5)], status)
     args = ["sweep", str(tmp_path / "grid.toml"), "--root", str(tmp_path), "--executor",
             "submitit-local", "--recipe", str(tmp_path / "recipe.sh")]
     assert cli(args) == 0
@@ -151,7 +152,7 @@ def test_a_task_slurm_ended_is_cancelled_not_failed(tmp_path):
     now[0] += 2
     r = watch.outcome(0, "")
     assert r.status == "cancelled" and r.reason.startswith("gone from the Slurm queue")
-    lines = sweep.format_summary(out).splitlines()
+    lines = sweep_status.format_summary(out).splitlines()
     assert lines[0] == "sweep finished: done 1, failed 1, skipped 0, locked 0, cancelled 3"
     assert lines[1] == f"  cancelled: {cells[0].name}: {slurm.CANCELLED_MESSAGE}"
 
@@ -302,7 +303,7 @@ def test_progress_does_not_count_down_training_while_a_cell_decodes(tmp_path):
     log = tmp_path / "train.log"
     log.write_text("progress: epoch 8/8 | update 75/80 | 60 s elapsed | ~8 s left | last valid "
                    "seq_acc n/a\n")
-    progress = sweep.Progress(1, 1, out=open(os.devnull, "w"), clock=lambda: 100.0)
+    progress = sweep_status.Progress(1, 1, out=open(os.devnull, "w"), clock=lambda: 100.0)
     progress.begin("a", log)
     assert progress.line().endswith("~8 s left (from the running cells' training progress)")
     with open(log, "a") as f:

@@ -79,11 +79,13 @@ def test_grid_passes_the_users_presets_and_user_dir_to_each_cell(tmp_path, capsy
     assert cell.user_dir == str(tmp_path / "my_plugin") and cell.model == "my_tiny"
     assert cli(["sweep", str(grid), "--root", str(tmp_path / "s"), "--dry-run",
                 "--device", "cpu", "--jobs", "1"]) == 0
-    recipe = [ln for ln in capsys.readouterr().out.splitlines() if "train_level.sh" in ln]
-    assert recipe == [f"SEED=5 MAX_UPDATE=3 DEVICE=cpu OMP_NUM_THREADS=1 "
-                      f"PRESETS={tmp_path / 'my_presets.json'} USER_DIR={tmp_path / 'my_plugin'} "
-                      f"bash {recipe[0].split('bash ')[1].split()[0]} my_tiny "
-                      f"{cell.databin(tmp_path / 's')} {cell.run_dir(tmp_path / 's')}"]
+    runs = [ln for ln in capsys.readouterr().out.splitlines()
+            if " -m fairseq_entropy.cli run " in ln]
+    assert len(runs) == 1 and runs[0].startswith("OMP_NUM_THREADS=1 ")
+    assert runs[0].endswith(f" run my_tiny {cell.databin(tmp_path / 's')} "
+                            f"{cell.run_dir(tmp_path / 's')} --seed 5 --max-update 3 --device cpu "
+                            "--select valid --gen-batch 512 --valid-batch 512 --presets "
+                            f"{tmp_path / 'my_presets.json'} --user-dir {tmp_path / 'my_plugin'}")
     # the command line's --presets / --user-dir replace the grid's keys
     other = tmp_path / "other"
     other.mkdir()

@@ -10,6 +10,7 @@ from fairseq_entropy.analysis.aggregate import aggregate, collect_scores, read_r
 from fairseq_entropy.analysis.columns import ScoreError
 from fairseq_entropy.cli import main as cli
 from fairseq_entropy.errors import DataFormatError
+from fairseq_entropy.experiments import status as sweep_status
 from fairseq_entropy.experiments import sweep
 from fairseq_entropy.experiments.grids import GridError, load_grid
 from fairseq_entropy.experiments.presets import PresetError, load_presets
@@ -413,14 +414,14 @@ echo "{\\"n\\": $DECODE_SAMPLE, \\"accuracy\\": 0.5}" > "$3/sample/score.json"
 """
 
 
-def test_decode_sample_reaches_the_recipe_and_is_not_a_full_score(tmp_path, monkeypatch,
+def test_decode_sample_reaches_the_run_and_is_not_a_full_score(tmp_path, monkeypatch,
                                                                   capsys):
     g = tmp_path / "ok.toml"
     g.write_text(GRID)
     assert cli(["sweep", str(g), "--dry-run", "--decode-sample", "7", "--device", "cpu",
                 "--jobs", "1", "--root", str(tmp_path / "r")]) == 0
     out = capsys.readouterr().out
-    assert out.count("DECODE_SAMPLE=7 ") == 2  # one per cell
+    assert out.count(" --decode-sample 7") == 2  # one per cell
     assert cli(["sweep", str(g), "--decode-sample", "7", "--executor", "slurm"]) == 2
     assert "--decode-sample with --executor slurm" in one_error_line(capsys.readouterr().err)
     recipe = tmp_path / "fake.sh"
@@ -432,6 +433,6 @@ def test_decode_sample_reaches_the_recipe_and_is_not_a_full_score(tmp_path, monk
     assert res.status == "done" and res.accuracy is None
     assert "a sample of 7 test sentences only, accuracy 0.5" in res.reason
     assert sweep.scored(cell, root) is None  # a rerun trains and scores it in full
-    assert "  done: " in sweep.format_summary([res])
+    assert "  done: " in sweep_status.format_summary([res])
     # without DECODE_SAMPLE the same unscored run is a failure, never "done"
     assert sweep.run_cell(cell, root, {}, recipe).status == "failed"

@@ -81,7 +81,7 @@ def test_recipes_dir_points_into_the_install(installed):
             (REPO / "recipes" / "experiments" / name).read_text()
 
 
-def test_sweep_of_a_plain_install_runs_the_installed_recipe(installed):
+def test_sweep_of_a_plain_install_runs_the_installed_package(installed):
     tmp, env = installed
     grid = tmp / "g.toml"
     grid.write_text('experiment = "exp1"\npresets = ["exp1_cnn"]\nlevels = [3]\nseeds = [1]\n'
@@ -89,9 +89,12 @@ def test_sweep_of_a_plain_install_runs_the_installed_recipe(installed):
     out = run([tmp / "target" / "bin" / "fairseq-entropy", "sweep", grid, "--root",
                tmp / "s", "--dry-run", "--device", "cpu", "--jobs", "1"], cwd=tmp,
               env=env).stdout
-    recipe = tmp / "target" / "fairseq_entropy" / "recipes" / "train_level.sh"
-    (line,) = [ln for ln in out.splitlines() if "train_level.sh" in ln]
-    assert f" bash {recipe} exp1_cnn " in line
+    (line,) = [ln for ln in out.splitlines() if " -m fairseq_entropy.cli run " in ln]
+    assert " run exp1_cnn " in line
+    # the installed recipes are where recipes-dir says, for a user's own --recipe
+    recipes = run([tmp / "target" / "bin" / "fairseq-entropy", "recipes-dir"], cwd=tmp,
+                  env=env).stdout.strip()
+    assert (Path(recipes) / "train_level.sh").is_file()
 
 
 class _Terminal(io.StringIO):

@@ -225,6 +225,11 @@ QUICK_ENV = dict(LEVELS="0,0.5,1", JOBS="1", N="50", MAX_UPDATE="7", CUDA_VISIBL
                  PACK="0")  # each level its own recipe call: the fake recipe is started
 
 
+def quick_env(work):
+    """QUICK_ENV with the fake recipe of :func:`fake_quickstart` as quickstart's RECIPE."""
+    return dict(QUICK_ENV, RECIPE=str(work / "recipes" / "train_level.sh"))
+
+
 def check_stopped(proc, out, started_log, pids):
     # the sweep's start (a Python process) may take long on a loaded machine
     started = wait_for(lambda: len(pids_file(pids)) >= 3 and pids_file(pids), timeout=180,
@@ -243,7 +248,7 @@ def test_term_to_quickstart_stops_every_level_and_launches_no_more(tmp_path):
     work, out, started_log, pids = fake_quickstart(tmp_path)
     proc = subprocess.Popen(["bash", str(work / "recipes" / "quickstart.sh")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env(OUT=str(out), **QUICK_ENV))
+                            env=env(OUT=str(out), **quick_env(work)))
     err = check_stopped(proc, out, started_log, pids)
     assert proc.returncode == 143, err
 
@@ -260,7 +265,7 @@ def test_term_to_make_demo_stops_every_level(tmp_path):
     (venv / ".fairseq-entropy-installed").touch()
     proc = subprocess.Popen(["make", "-s", "demo", f"VENV={venv}"], cwd=work,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env(OUT=str(out), **QUICK_ENV))
+                            env=env(OUT=str(out), **quick_env(work)))
     err = check_stopped(proc, out, started_log, pids)
     assert proc.returncode != 0, err
 

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from fairseq_entropy.cli import main as cli
+from fairseq_entropy.progress import training_progress
+from fairseq_entropy.experiments import status as sweep_status
 from fairseq_entropy.experiments import devices, executors, locks, sweep
 from fairseq_entropy.experiments.grids import (AUTHORS_SEEDS, Cell, GridError, Schedule,
                                                load_grid)
@@ -231,8 +233,8 @@ def test_a_build_args_cell_is_named_apart_from_the_paper_cell_of_its_seed_and_le
     committed = (REPO / "results/exp1_cnn_authors/sweep-status.tsv").read_text().splitlines()
     assert paper.name in [row.split("\t")[0] for row in committed]
     status = tmp_path / "sweep-status.tsv"
-    sweep.write_status([sweep.CellResult(paper.name, "done", "", 10.0, 0.75)], status)
-    sweep.write_status([sweep.CellResult(variant.name, "done", "", 20.0, 0.125)], status)
+    sweep_status.write_status([sweep.CellResult(paper.name, "done", "", 10.0, 0.75)], status)
+    sweep_status.write_status([sweep.CellResult(variant.name, "done", "", 20.0, 0.125)], status)
     assert status.read_text().splitlines() == [
         "cell\tstatus\taccuracy\twall_s\treason",
         f"{variant.name}\tdone\t0.125000\t20.0\t",
@@ -429,7 +431,7 @@ def test_local_executor_packs_k_runs_per_gpu(capsys):
     assert sorted(seen) == ["0"] * 4 + ["1"] * 4
     assert [r.status for r in results] == ["done"] * 3 + ["failed"] + ["done"] * 4
     assert results[3].reason == "RuntimeError: boom"
-    assert sweep.summarize(results) == {"done": 7, "failed": 1, "skipped": 0, "locked": 0,
+    assert sweep_status.summarize(results) == {"done": 7, "failed": 1, "skipped": 0, "locked": 0,
                                           "cancelled": 0}
 
 
@@ -470,21 +472,21 @@ def test_submitit_executor_in_its_local_mode(tmp_path):
     again = executors.run_submitit(cells, tmp_path, {"timeout_min": 5}, cluster="debug",
                                recipe=recipe)
     assert [r.status for r in again] == ["skipped", "failed"]
-    table = sweep.write_status(again, tmp_path / "status.tsv").read_text().splitlines()
+    table = sweep_status.write_status(again, tmp_path / "status.tsv").read_text().splitlines()
     assert table[0] == "cell\tstatus\taccuracy\twall_s\treason"
     assert table[1].startswith("exp1_cnn/n6000/seed2/entropy_3.0\tfailed\t\t")
     assert table[2].startswith("exp1_cnn/n6000/seed5/entropy_3.0\tskipped\t0.500000\t")
-    assert sweep.format_summary(again).startswith(
+    assert sweep_status.format_summary(again).startswith(
         "sweep finished: done 0, failed 1, skipped 1, locked 0, cancelled 0\n")
 
 
 def test_status_file_keeps_the_rows_of_other_grids_in_the_same_root(tmp_path):
     status = tmp_path / "sweep-status.tsv"
     r = sweep.CellResult
-    sweep.write_status([r("a/seed1/entropy_0.0", "done", "", 10.0, 0.25),
+    sweep_status.write_status([r("a/seed1/entropy_0.0", "done", "", 10.0, 0.25),
                         r("a/seed1/entropy_3.0", "failed", "exit 1", 5.0)], status)
     # a second grid (other cells) and a re-run of the failed cell, in one later sweep
-    sweep.write_status([r("b/seed1/entropy_0.0", "done", "", 20.0, 0.5),
+    sweep_status.write_status([r("b/seed1/entropy_0.0", "done", "", 20.0, 0.5),
                         r("a/seed1/entropy_3.0", "done", "", 30.0, 1.0)], status)
     assert status.read_text().splitlines() == [
         "cell\tstatus\taccuracy\twall_s\treason",
@@ -500,7 +502,8 @@ def test_status_file_gets_each_cells_row_as_soon_as_it_finishes(tmp_path):
     status = tmp_path / "sweep-status.tsv"
     cells = [Cell("exp1", "exp1_cnn", "cnn", 6000, s, 3.0) for s in (1, 2)]
     stopped = "the sweep was stopped (signal 15) before this cell finished: re-run to resume"
-    sweep.write_status([sweep.CellResult(c.name, "cancelled", stopped) for c in cells], status)
+    sweep_status.write_status([sweep.CellResult(c.name, "cancelled", stopped) for c in cells],
+                              status)
     seen = []
 
     def runner(cell, slot):
@@ -528,7 +531,7 @@ def test_status_rows_do_not_depend_on_the_order_in_which_cells_finish(tmp_path):
     for k, order in enumerate(([4, 2, 0, 3, 1], [0, 1, 2, 3, 4], [1, 3, 0, 4, 2])):
         status = tmp_path / f"status{k}.tsv"
         for i in order:
-            sweep.write_status([r(names[i], "done", "", 1.0 + i, 0.1 * i)], status)
+            sweep_status.write_status([r(names[i], "done", "", 1.0 + i, 0.1 * i)], status)
         files.append(status.read_bytes())
         rows = status.read_text().splitlines()[1:]
         assert [row.split("\t")[0] for row in rows] == names
@@ -722,11 +725,11 @@ def test_progress_time_left_before_any_cell_finished_comes_from_the_training_log
     a.write_text(line.format(e=5, el=100, left=900) + "noise\n" + line.format(e=6, el=400,
                                                                              left=1400))
     b.write_text("2026-12-01 | INFO | fairseq_cli.train | Start iterating over samples\n")
-    assert sweep.training_progress(a) == (400.0, 1400.0)      # the last line counts
-    assert sweep.training_progress(b) is None                 # no progress line yet
-    assert sweep.training_progress(tmp_path / "missing.log") is None
+    assert training_progress(a) == (400.0, 1400.0)      # the last line counts
+    assert training_progress(b) is None                 # no progress line yet
+    assert training_progress(tmp_path / "missing.log") is None
 
-    p = sweep.Progress(total=7, workers=2, out=io.StringIO(), clock=lambda: 0.0)
+    p = sweep_status.Progress(total=7, workers=2, out=io.StringIO(), clock=lambda: 0.0)
     p.begin("a", a)
     p.begin("b", b)
     # b has written nothing yet: a alone, 1400 s left of an 1800 s run; 5 cells wait,
@@ -752,14 +755,14 @@ def test_training_progress_reads_the_line_the_task_writes(tmp_path):
     log = tmp_path / "train.log"
     log.write_text(f"2026-12-01 13:42:21 | INFO | fairseq_entropy.tasks.systematicity | "
                    f"{p.line(20, 31.0)}\n")
-    assert sweep.training_progress(log) == (31.0, 124.0)
+    assert training_progress(log) == (31.0, 124.0)
 
 
 def test_progress_time_left_counts_down_between_finished_cells():
     import io
 
     now = [0.0]
-    p = sweep.Progress(total=6, workers=2, out=io.StringIO(), clock=lambda: now[0])
+    p = sweep_status.Progress(total=6, workers=2, out=io.StringIO(), clock=lambda: now[0])
     assert p.line().endswith("0 s elapsed, ? s left")            # nothing finished yet
     now[0] = 100.0
     p.add(sweep.CellResult("a", "done", wall_s=100.0, accuracy=0.5))
@@ -782,7 +785,7 @@ def test_progress_after_finished_cells_prefers_the_running_cells_training_logs(t
     line = ("2026-12-01 13:42:21 | INFO | fairseq_entropy.tasks.systematicity | progress: epoch "
             "5/24 | update 991/4512 | {el} s elapsed | ~{left} s left | last valid seq_acc n/a\n")
     now = [0.0]
-    p = sweep.Progress(total=5, workers=2, out=io.StringIO(), clock=lambda: now[0])
+    p = sweep_status.Progress(total=5, workers=2, out=io.StringIO(), clock=lambda: now[0])
     now[0] = 500.0
     p.add(sweep.CellResult("a", "done", wall_s=500.0, accuracy=0.5))
     a, b = tmp_path / "a.log", tmp_path / "b.log"

@@ -83,7 +83,7 @@ def add_parser(sub) -> None:
 
 def run(args) -> None:
     """``sweep``: expand a grid into cells and run them (see experiments/sweep.py)."""
-    from ..experiments import executors, sweep
+    from ..experiments import executors, status, sweep
     from ..experiments.devices import DEFAULT_PER_GPU, detect_device, device_slots, gpu_count
     from ..experiments.grids import load_grid
     from ..experiments.run import RunOptions
@@ -183,7 +183,7 @@ def run(args) -> None:
             reason = executors.stopped_reason(sig)
             got = {c.name: r for c, r in zip(executors.flat_cells(units), outcomes)}
             got.update({r.cell: r for r in unplanned})
-            sweep.write_status([known.get(i) or got.get(c.name) or
+            status.write_status([known.get(i) or got.get(c.name) or
                                 sweep.CellResult(c.name, "cancelled", reason)
                                 for i, c in enumerate(cells)], status_path)
 
@@ -200,18 +200,18 @@ def run(args) -> None:
                                      status=status_path, options=run_options)
     got = {r.cell: r for r in [*ran, *unplanned]}
     results = [known[i] if i in known else got[c.name] for i, c in enumerate(cells)]
-    status = sweep.write_status(results, status_path)
-    print(sweep.format_summary(results), end="")
-    print(f"status: {status}\nnext: fairseq-entropy aggregate {root / 'runs'} --out "
+    table = status.write_status(results, status_path)
+    print(status.format_summary(results), end="")
+    print(f"status: {table}\nnext: fairseq-entropy aggregate {root / 'runs'} --out "
           f"{root / 'results'}")
-    bad = sweep.summarize(results)
+    bad = status.summarize(results)
     if bad["failed"] or bad["locked"]:
         raise UserError(f"{bad['failed']} cell(s) failed, {bad['locked']} locked and "
-                        f"{bad['cancelled']} cancelled; see {status}. Fix: correct the reason "
+                        f"{bad['cancelled']} cancelled; see {table}. Fix: correct the reason "
                         "given and re-run the same command (finished cells are skipped)")
     if bad["cancelled"]:
         raise UserError(f"{bad['cancelled']} cell(s) cancelled by Slurm (scancel, time limit or "
-                        f"preemption); see {status}. Fix: re-run the same command to resume "
+                        f"preemption); see {table}. Fix: re-run the same command to resume "
                         "them (finished cells are skipped)")
 
 

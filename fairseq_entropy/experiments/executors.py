@@ -7,7 +7,7 @@ core, or K runs per GPU assigned round-robin through ``CUDA_VISIBLE_DEVICES``, s
 grid file; submitit's ``local`` and ``debug`` clusters run the same code without Slurm).
 Either takes packs (:class:`~.packs.Pack`, ``sweep --pack K``) among its cells: a pack takes
 one worker slot or one task, and yields the outcome of each of its cells.  Both print a
-:class:`~.sweep.Progress` line at least every :data:`~.sweep.PROGRESS_INTERVAL_S` seconds.
+:class:`~.status.Progress` line at least every :data:`~.status.PROGRESS_INTERVAL_S` seconds.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from .locks import lock_holder
 from .packs import Pack, Unit, cells_of, progress_line, run_pack
 from .processes import CHILDREN, GRACE_S, on_stop_signals, stop_on_signals
 from .run import RunOptions
-from .sweep import (PROGRESS_INTERVAL_S, CellResult, Progress, last_line, run_cell, scored,
-                    write_status)
+from .status import PROGRESS_INTERVAL_S, Progress, write_status
+from .sweep import CellResult, last_line, run_cell, scored
 
 
 def _stop_children_on_signal(pool: ThreadPoolExecutor, on_stop: Optional[Callable] = None):
