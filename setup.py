@@ -2,7 +2,7 @@
 
 Package data: the presets (``fairseq_entropy/experiments/presets.json``), the paper's results
 (``fairseq_entropy/analysis/paper_results.tsv``), and the shell recipes and sweep grids
-(``recipes/*.sh``, ``recipes/experiments/*.toml``), installed as ``fairseq_entropy/recipes/``
+(``recipes/*.sh``, ``recipes/grids/*.toml``), installed as ``fairseq_entropy/recipes/``
 from the top-level ``recipes/`` folder (``fairseq-entropy recipes-dir`` prints where they are).
 """
 
@@ -18,7 +18,7 @@ setup(
     + ["fairseq_entropy.recipes"],
     package_dir={"fairseq_entropy.recipes": "recipes"},
     package_data={"fairseq_entropy": ["analysis/*.tsv", "experiments/*.json"],
-                  "fairseq_entropy.recipes": ["*.sh", "experiments/*.toml"]},
+                  "fairseq_entropy.recipes": ["*.sh", "grids/*.toml"]},
     python_requires=">=3.10",
     # fairseq itself (ve-fairseq, installed with --no-deps) and its real dependencies are
     # installed by the Makefile; see README.md for why.

@@ -1,4 +1,4 @@
-"""The COGS comparison study (benchmarks/studies/cogs_slot_entropy/compare.py): published
+"""The COGS comparison study (studies/cogs_slot_entropy/compare.py): published
 accuracies per case beside slot entropy, and Spearman's rho with its exact permutation p."""
 
 import csv
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-STUDY = REPO / "benchmarks" / "studies" / "cogs_slot_entropy"
+STUDY = REPO / "studies" / "cogs_slot_entropy"
 COGS_CASES = 21
 
 

@@ -43,8 +43,8 @@ KINDS = {
     ("score", "path"): "in-file", ("score", "split"): "name",
     ("aggregate", "roots"): "in-dir", ("aggregate", "out"): "out-dir",
     ("predict", "results"): "in-text", ("predict", "preset"): "name",
-    ("predict", "split"): "name", ("predict", "measures"): "in-text",
-    ("predict", "measured"): "in-file", ("predict", "plot"): "out-file",
+    ("predict", "split"): "name", ("predict", "split_measures"): "in-text",
+    ("predict", "measured_accuracy"): "in-file", ("predict", "plot"): "out-file",
     ("train-args", "preset"): "name", ("train-args", "data"): "in-dir",
     ("train-args", "presets"): "in-text", ("train-args", "field"): "name",
     ("train-args", "user_dir"): "in-dir",
@@ -235,8 +235,8 @@ BASES = {
     "score": "score {w}/gen.txt --out {t}/s --data {w}/exp1/entropy_3.0 "
              "--preset exp1_cnn_authors --seed 1 --unverified --checkpoint last",
     "aggregate": "aggregate {w}/runs --out {t}/agg",
-    "predict": "predict {w}/curve.tsv --split addprim_jump --measures {w}/split_measures.tsv "
-               "--measured {w}/runs/last/score.json",
+    "predict": "predict {w}/curve.tsv --split addprim_jump --split-measures {w}/split_measures.tsv "
+               "--measured-accuracy {w}/runs/last/score.json",
     "train-args": "train-args exp1_cnn_authors --data {w}/bin/entropy_3.0",
     "run": "run exp1_cnn_authors {w}/bin/entropy_3.0 {t}/run --device cpu",
     "sweep": "sweep {w}/grid.toml --dry-run --root {t}/root --device cpu",
@@ -333,7 +333,7 @@ def _valid_source(command, action, w):
             ("sweep", "presets"): w / "presets.json",
             ("sweep", "grid"): w / "grid.toml",
             ("predict", "results"): w / "curve.tsv",
-            ("predict", "measures"): w / "split_measures.tsv"}.get((command, action.dest))
+            ("predict", "split_measures"): w / "split_measures.tsv"}.get((command, action.dest))
 
 
 def cases():
@@ -561,7 +561,7 @@ def test_a_reader_that_stops_early_is_not_an_error(tmp_path):
     """`fairseq-entropy ... | head -1`: the closed pipe ends the command quietly with the
     status of a tool killed by SIGPIPE (128 + 13), no error line and no traceback."""
     proc = subprocess.Popen([str(BIN / "fairseq-entropy"), "sweep",
-                             str(REPO / "recipes" / "experiments" / "exp1.toml"), "--dry-run",
+                             str(REPO / "recipes" / "grids" / "exp1.toml"), "--dry-run",
                              "--root", str(tmp_path / "sweep")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     first = proc.stdout.readline()  # the dry run prints about 66 kB: more than a pipe holds

@@ -73,12 +73,12 @@ def test_recipes_dir_points_into_the_install(installed):
     assert (Path(out) / "train_level.sh").read_text() == \
         (REPO / "recipes" / "train_level.sh").read_text()
     # the sweep grids travel with the recipes, each the checkout's file
-    grids = sorted(p.name for p in (REPO / "recipes" / "experiments").glob("*.toml"))
+    grids = sorted(p.name for p in (REPO / "recipes" / "grids").glob("*.toml"))
     assert "exp1.toml" in grids
-    assert sorted(p.name for p in (Path(out) / "experiments").glob("*.toml")) == grids
+    assert sorted(p.name for p in (Path(out) / "grids").glob("*.toml")) == grids
     for name in grids:
-        assert (Path(out) / "experiments" / name).read_text() == \
-            (REPO / "recipes" / "experiments" / name).read_text()
+        assert (Path(out) / "grids" / name).read_text() == \
+            (REPO / "recipes" / "grids" / name).read_text()
 
 
 def test_sweep_of_a_plain_install_runs_the_installed_package(installed):

@@ -1,5 +1,5 @@
 """The model of the entropy curve (analysis/statistics.py fit_logistic and its bootstrap,
-analysis/fit.py) and ``fairseq-entropy predict``."""
+analysis/prediction.py) and ``fairseq-entropy predict``."""
 import csv
 import json
 import math
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy.optimize import brentq
 
-from fairseq_entropy.analysis import fit
+from fairseq_entropy.analysis import prediction
 from fairseq_entropy.analysis import statistics as st
 from fairseq_entropy.analysis.report import write_report
 from fairseq_entropy.cli import main
@@ -58,7 +58,7 @@ def test_entropy_at_inverts_the_logistic_and_h90_outside_the_levels_is_nan():
 
 def test_leave_one_level_out_of_an_exact_logistic_has_no_error():
     means = list(st.logistic(LEVELS, 3.0, 1.5))
-    loo = fit.leave_one_level_out(LEVELS, means)
+    loo = prediction.leave_one_level_out(LEVELS, means)
     assert [x["entropy_bits"] for x in loo] == LEVELS
     assert max(abs(x["error"]) for x in loo) < 1e-4
     assert loo[3]["measured"] == pytest.approx(0.5)
@@ -66,7 +66,7 @@ def test_leave_one_level_out_of_an_exact_logistic_has_no_error():
 
 def test_leave_one_level_out_error_is_the_refit_prediction_minus_the_level():
     means = [0.02, 0.05, 0.1, 0.3, 0.45, 0.8, 0.97]
-    loo = fit.leave_one_level_out(LEVELS, means)
+    loo = prediction.leave_one_level_out(LEVELS, means)
     k, h50 = st.fit_logistic(LEVELS[:4] + LEVELS[5:], means[:4] + means[5:])
     assert loo[4]["predicted"] == pytest.approx(float(st.logistic(2.0, k, h50)))
     assert loo[4]["error"] == pytest.approx(loo[4]["predicted"] - 0.45)
@@ -120,7 +120,7 @@ def test_write_report_writes_h90_in_curves_tsv_and_report_md(tmp_path):
 
 # -------------------------------------------------------------- the slot entropy of a split
 def test_addprim_jump_is_predicted_at_the_first_slot_where_jump_was_seen():
-    s = fit.split_entropy(MEASURES, "addprim_jump")
+    s = prediction.split_entropy(MEASURES, "addprim_jump")
     assert (s["word"], s["held_out_slot"], s["seen_slot"]) == ("jump", "second", "first")
     assert s["entropy_bits"] == pytest.approx(2.2663)      # H_verb_first of the train file
     assert s["held_out_bits"] == pytest.approx(1.9970)
@@ -135,7 +135,7 @@ def test_the_same_rule_gives_back_the_levels_entropy(split, results):
     level = split.split("/")[1]
     bits = {r["level"]: float(r["entropy_bits"]) for r in csv.DictReader(
         open(REPO / "results" / results / "results.tsv"), delimiter="\t")}
-    assert fit.split_entropy(MEASURES, split)["entropy_bits"] == pytest.approx(bits[level],
+    assert prediction.split_entropy(MEASURES, split)["entropy_bits"] == pytest.approx(bits[level],
                                                                                abs=1e-3)
 
 
@@ -143,8 +143,8 @@ def test_the_same_rule_gives_back_the_levels_entropy(split, results):
                                         ("exp1/entropy_0.0", "holds out 8"),
                                         ("nosuch", "no training and test rows")])
 def test_a_split_without_one_held_out_slot_is_refused(split, text):
-    with pytest.raises(fit.FitError, match="--split") as e:
-        fit.split_entropy(MEASURES, split)
+    with pytest.raises(prediction.FitError, match="--split") as e:
+        prediction.split_entropy(MEASURES, split)
     assert text in str(e.value) and "Fix:" in str(e.value)
 
 
@@ -181,8 +181,9 @@ def run_cli(argv, capsys):
 def test_predict_addprim_jump_against_a_synthetic_measured_run(form, tmp_path, capsys):
     score = synthetic_score(tmp_path / "run", 0.25)
     measured = tmp_path / "run" if form == "run_dir" else score
-    code, out, err = run_cli(["predict", str(CNN), "--split", "addprim_jump", "--measures",
-                              str(MEASURES), "--measured", str(measured), "--json"], capsys)
+    code, out, err = run_cli(["predict", str(CNN), "--split", "addprim_jump", "--split-measures",
+                              str(MEASURES), "--measured-accuracy", str(measured), "--json"],
+                             capsys)
     assert code == 0, err
     rec = json.loads(out)
     assert rec["target"]["entropy_bits"] == pytest.approx(2.2663)
@@ -211,14 +212,15 @@ def test_predict_split_reads_the_packaged_measures_from_any_directory(tmp_path, 
 
 def test_predict_prints_a_table_a_tsv_and_a_plot(tmp_path, capsys):
     synthetic_score(tmp_path / "run", 0.65)
-    base = ["predict", str(CNN), "--entropy", "2.2663", "--measured", str(tmp_path / "run")]
+    base = ["predict", str(CNN), "--entropy", "2.2663", "--measured-accuracy",
+            str(tmp_path / "run")]
     code, out, err = run_cli(base + ["--plot", str(tmp_path / "p.png")], capsys)
     assert code == 0, err
     assert "H50 = 2.035 bits" in out and "mean absolute error" in out
     assert "inside the interval: yes" in out and (tmp_path / "p.png").stat().st_size > 0
     code, out, err = run_cli(base + ["--tsv"], capsys)
     rows = list(csv.DictReader(out.splitlines(), delimiter="\t"))
-    assert code == 0 and tuple(rows[0]) == fit.TSV_COLUMNS and len(rows) == 7
+    assert code == 0 and tuple(rows[0]) == prediction.TSV_COLUMNS and len(rows) == 7
     assert [r["level"] for r in rows] == [f"entropy_{h}" for h in
                                           ("0.0", "0.5", "1.0", "1.5", "2.0", "2.5", "3.0")]
     assert {r["measured"] for r in rows} == {"0.650000"}
@@ -228,7 +230,7 @@ def test_a_scan_preset_of_the_same_model_is_compared_by_model(tmp_path, capsys):
     """A SCAN run needs a preset of the scan experiment (e.g. one that extends
     exp1_cnn_authors): its model names the curve it is compared with."""
     synthetic_score(tmp_path / "run", 0.6, preset="scan_cnn_authors")
-    code, out, err = run_cli(["predict", str(CNN), "--entropy", "2.2663", "--measured",
+    code, out, err = run_cli(["predict", str(CNN), "--entropy", "2.2663", "--measured-accuracy",
                               str(tmp_path / "run"), "--json"], capsys)
     assert code == 0, err
     (c,) = json.loads(out)["curves"]
@@ -254,17 +256,18 @@ def _one_level(tmp_path):
     (lambda t: t / "nosuch.tsv", [], "not found"),
     (_header_only, [], "no result rows"),
     (_one_level, [], "fewer than 3 levels"),
-    (lambda t: CNN, ["--measured", "{t}/other"], "have no curve here"),
-    (lambda t: CNN, ["--measured", "{t}/other/last/score.json"], "no prediction to compare"),
+    (lambda t: CNN, ["--measured-accuracy", "{t}/other"], "have no curve here"),
+    (lambda t: CNN, ["--measured-accuracy", "{t}/other/last/score.json"],
+     "no prediction to compare"),
     (lambda t: CNN, ["--split", "addprim_jump", "--entropy", "2"], "both give"),
     (lambda t: CNN, ["--json", "--tsv"], "one output format"),
 ])
 def test_bad_input_exits_2_with_one_line(make, args, text, tmp_path, capsys):
     synthetic_score(tmp_path / "other", 0.5, preset="exp1_transformer_sinusoidal",
                     model="transformer")
-    argv = ["predict", str(make(tmp_path)), "--measures", str(MEASURES),
+    argv = ["predict", str(make(tmp_path)), "--split-measures", str(MEASURES),
             *[a.format(t=tmp_path) for a in args]]
-    if "--measured" in args and "no prediction" not in text:
+    if "--measured-accuracy" in args and "no prediction" not in text:
         argv += ["--split", "addprim_jump"]
     code, out, err = run_cli(argv, capsys)
     assert code == 2 and out == ""

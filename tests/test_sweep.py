@@ -22,7 +22,7 @@ from fairseq_entropy.experiments.grids import (AUTHORS_SEEDS, Cell, GridError, S
 from _toy import cut_and_binarize  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-GRIDS = REPO / "recipes" / "experiments"
+GRIDS = REPO / "recipes" / "grids"
 BIN = Path(sys.executable).parent
 
 

@@ -12,6 +12,6 @@ floor and :mod:`fairseq_entropy.scan`), never from ``experiments`` or ``cli``:
 4. :mod:`.report` (``summary.tsv``, ``curves.tsv``, figures, ``report.md``);
 5. :mod:`.aggregate` (score files to ``results.tsv`` and the report: the ``aggregate``
    command);
-6. :mod:`.fit` (the model of a curve: leave-one-level-out error, a split's slot entropy, the
+6. :mod:`.prediction` (the model of a curve: leave-one-level-out error, a split's slot entropy, the
    prediction there: the ``predict`` command).
 """

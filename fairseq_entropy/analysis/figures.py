@@ -159,7 +159,7 @@ def plot_figure(cells: Sequence[dict], paper_rows: Sequence[dict], name: str,
     cell has 2 seeds or more; a decoder-only model's dotted, square markers) beside the
     paper's mean +- std (grey, dashed, shaded), the legend under each panel (never over the
     data) and a caption (:func:`figure_caption`: N, checkpoint, what is drawn). ``fits``
-    maps a curve key (:func:`~.statistics.curve_key`) to the ``fit`` of
+    maps a curve key (:func:`~.keys.curve_key`) to the ``fit`` of
     :func:`~.statistics.curve_statistics`: its logistic is drawn dotted over the curve, in
     its colour, with its bootstrap band shaded, and each of its optional ``marks``
     (``{"x", "y", "low", "high", "label"}``: a predicted or measured accuracy at an entropy,

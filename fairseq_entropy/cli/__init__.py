@@ -13,8 +13,8 @@ Subcommands, one module each in this package (``add_parser(sub)`` declares the o
     fairseq-entropy score GENERATE_OUTPUT --out DIR [--data LEVEL_DIR] [--preset P] [--seed S]
                           [--checkpoint last|best] [--path CHECKPOINT] [--force]
     fairseq-entropy aggregate RUNS_DIR... --out DIR
-    fairseq-entropy predict RESULTS_TSV... [--split NAME [--measures TSV] | --entropy BITS]
-                            [--measured RUN_DIR|score.json|results.tsv] [--preset P]
+    fairseq-entropy predict RESULTS_TSV... [--split NAME [--split-measures TSV] | --entropy BITS]
+                            [--measured-accuracy RUN_DIR|score.json|results.tsv] [--preset P]
                             [--checkpoint last|best|test-loss] [--plot PNG] [--json|--tsv]
     fairseq-entropy train-args PRESET --data LEVEL_DATABIN [--epochs E]
     fairseq-entropy run PRESET LEVEL_DATABIN RUN_DIR [--seed S] [-- fairseq-train args...]

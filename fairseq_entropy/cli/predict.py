@@ -27,21 +27,21 @@ def add_parser(sub) -> None:
                    "(e.g. results/exp1_cnn_authors/results.tsv), run directories or score.json "
                    "files: the curves to fit, 3 levels or more each")
     p.add_argument("--checkpoint", default="last", choices=CHECKPOINT_LABELS,
-                   help="the checkpoint of the curves (and of --measured)")
+                   help="the checkpoint of the curves (and of --measured-accuracy)")
     p.add_argument("--preset", help="fit only this preset's curves (default: every curve)")
     p.add_argument("--split", help="predict at this split's slot entropy, read from "
-                   "--measures: the training entropy of the verb slot in which its held-out "
+                   "--split-measures: the training entropy of the verb slot in which its held-out "
                    "verb was seen (e.g. addprim_jump: jump held out of the second slot, seen "
                    "in the first)")
-    p.add_argument("--measures", default=str(PACKAGED_MEASURES),
+    p.add_argument("--split-measures", default=str(PACKAGED_MEASURES),
                    help="split_measures.tsv (fairseq-entropy measure --tsv) that --split is "
                    "read from (default: the packaged measures of SCAN's splits and of "
                    "Experiment 1 and 2 levels, written by recipes/measure_splits.sh)")
     p.add_argument("--entropy", type=bits, help="predict at this entropy (bits) instead of a "
                    "split's")
-    p.add_argument("--measured", help="the measured accuracy to compare with the prediction, "
-                   "for the curve of the same preset (or, when no measured preset has a "
-                   "curve, of the same model): a run directory, a score.json or a "
+    p.add_argument("--measured-accuracy", help="the measured accuracy to compare with the "
+                   "prediction, for the curve of the same preset (or, when no measured "
+                   "preset has a curve, of the same model): a run directory, a score.json or a "
                    "results.tsv of the predicted split (one level, any number of seeds)")
     p.add_argument("--plot", help="also draw the curves, their fits with the 95%% bootstrap "
                    "band and the prediction into this PNG file")
@@ -54,9 +54,9 @@ def _target(args) -> dict | None:
     """The entropy to predict at, with what it is (None when neither --split nor --entropy).
 
     Raises:
-        UserError: both --split and --entropy; see :func:`.analysis.fit.split_entropy`.
+        UserError: both --split and --entropy; see :func:`.analysis.prediction.split_entropy`.
     """
-    from ..analysis.fit import split_entropy
+    from ..analysis.prediction import split_entropy
 
     if args.split is not None and args.entropy is not None:
         raise UserError(f"--split {args.split} and --entropy {args.entropy:g}: both give the "
@@ -64,11 +64,12 @@ def _target(args) -> dict | None:
     if args.entropy is not None:
         return {"entropy_bits": args.entropy, "what": "given by --entropy"}
     if args.split is None:
-        if args.measured is not None:
-            raise UserError(f"--measured {args.measured}: there is no prediction to compare "
-                            "it with. Fix: give --split NAME or --entropy BITS")
+        if args.measured_accuracy is not None:
+            raise UserError(f"--measured-accuracy {args.measured_accuracy}: there is no "
+                            "prediction to compare it with. Fix: give --split NAME or "
+                            "--entropy BITS")
         return None
-    s = split_entropy(args.measures, args.split)
+    s = split_entropy(args.split_measures, args.split)
     return {**s, "what": f"{args.split} (training entropy of the {s['seen_slot']} verb slot, "
                          f"where {s['word']} was seen; held out of the {s['held_out_slot']}, "
                          f"{s['held_out_bits']:.3f} bits there; {s['source']})"}
@@ -76,19 +77,19 @@ def _target(args) -> dict | None:
 
 def run(args) -> None:
     """``predict``: the fits, leave-one-level-out errors and prediction of
-    :func:`fairseq_entropy.analysis.fit.predict`, as a table, JSON or TSV, and with
+    :func:`fairseq_entropy.analysis.prediction.predict`, as a table, JSON or TSV, and with
     ``--plot`` their figure (:func:`fairseq_entropy.analysis.figures.plot_figure`)."""
     from ..analysis.aggregate import collect_scores
-    from ..analysis.fit import (measured_accuracy, predict, predict_json, predict_text,
+    from ..analysis.prediction import (measured_accuracy, predict, predict_json, predict_text,
                                 predict_tsv)
 
     options.check_one_format(args)
     target = _target(args)
     rows = collect_scores(args.results)
     measured = None
-    if args.measured is not None:
-        measured = measured_accuracy(collect_scores([args.measured]), args.checkpoint,
-                                     f"--measured {args.measured}")
+    if args.measured_accuracy is not None:
+        measured = measured_accuracy(collect_scores([args.measured_accuracy]), args.checkpoint,
+                                     f"--measured-accuracy {args.measured_accuracy}")
     records = predict(rows, args.checkpoint, args.preset,
                       None if target is None else target["entropy_bits"], measured,
                       where=" ".join(args.results))

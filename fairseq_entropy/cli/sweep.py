@@ -12,7 +12,7 @@ from . import options
 
 def add_parser(sub) -> None:
     """Add the ``sweep`` subcommand to the subparsers ``sub``."""
-    w = sub.add_parser("sweep", help="run every cell of a grid file (recipes/experiments/)")
+    w = sub.add_parser("sweep", help="run every cell of a grid file (recipes/grids/)")
     w.add_argument("grid", help="grid file (.toml or .json)")
     w.add_argument("--root", help="directory for data, data-bin, runs and the status file "
                                   "(default: sweeps/<grid name>)")

@@ -31,14 +31,14 @@ def read_grid(path: Path) -> Tuple[dict, str]:
     if not path.is_file():
         what = "is a directory" if path.is_dir() else "does not exist"
         raise GridError(f"{path}: the grid file {what}. Fix: pass a .toml or .json file, e.g. "
-                        "one from recipes/experiments/")
+                        "one from recipes/grids/")
     try:
         text = read_text(path)
     except DataFormatError as e:
         raise GridError(str(e)) from None
     except OSError as e:
         raise GridError(f"{path}: cannot read the grid file ({e.strerror}). Fix: pass a file "
-                        "from recipes/experiments/") from None
+                        "from recipes/grids/") from None
     if path.suffix == ".json":
         try:
             return loads_json(text, path), text

@@ -294,7 +294,7 @@ def load_grid(path: str | Path, presets_path: Optional[str | Path] = None,
     raw, text = read_grid(path)
     if not isinstance(raw, dict):
         raise GridError(f"{path}:1: expected a table of keys, got {type(raw).__name__}. Fix: "
-                        "see recipes/experiments/exp1.toml")
+                        "see recipes/grids/exp1.toml")
 
     def fail(msg: str, key: Optional[str] = None) -> GridError:
         return GridError(f"{path}:{key_line(text, key) if key else 1}: {msg}")
@@ -305,7 +305,7 @@ def load_grid(path: str | Path, presets_path: Optional[str | Path] = None,
                    f"{', '.join(sorted(GRID_KEYS))}", unknown[0])
     for key in ("experiment", "presets", "levels", "seeds"):
         if key not in raw:
-            raise fail(f"missing key {key!r}. Fix: add it (see recipes/experiments/exp1.toml)")
+            raise fail(f"missing key {key!r}. Fix: add it (see recipes/grids/exp1.toml)")
     exp = raw["experiment"]
     if exp == "exp2" and "n" in raw:
         raise fail("n is given, but Experiment 2's training size follows from the support "

@@ -1,7 +1,7 @@
 """Slot entropy per COGS case beside published per-case accuracies, and the rank correlation
 over the lexical cases.
 
-    python benchmarks/studies/cogs_slot_entropy/compare.py ENTROPY_TSV LOGS_DIR OUT_DIR \
+    python studies/cogs_slot_entropy/compare.py ENTROPY_TSV LOGS_DIR OUT_DIR \
         [CASES_TSV ...]
 
 ENTROPY_TSV: ``fairseq-entropy measure --format cogs --tsv`` of gen.tsv

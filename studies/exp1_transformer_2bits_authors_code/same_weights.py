@@ -15,8 +15,8 @@ from authors_model import build_theirs, copy_weights
 
 torch.manual_seed(0)
 DATA = "/work/runs/tf2/bin_high20"
-#: the plugin in this repository (this script lives in benchmarks/studies/<study>/)
-USER_DIR = str(Path(__file__).resolve().parents[3] / "fairseq_entropy")
+#: the plugin in this repository (this script lives in studies/<study>/)
+USER_DIR = str(Path(__file__).resolve().parents[2] / "fairseq_entropy")
 theirs = build_theirs().eval()
 parser = options.get_training_parser()
 ns = options.parse_args_and_arch(

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 RUNS = os.environ.get("RUNS", "/work/runs/var/runs")
-#: the repository's results/ (this script lives in benchmarks/studies/<study>/)
-RESULTS = Path(__file__).resolve().parents[3] / "results"
+#: the repository's results/ (this script lives in studies/<study>/)
+RESULTS = Path(__file__).resolve().parents[2] / "results"
 
 
 def read_tsv(path):

@@ -1,6 +1,6 @@
 """A model of the entropy curve and a prediction from it: ``fairseq-entropy predict``.
 
-Per curve (:func:`.statistics.curve_key`: one architecture's preset, N, checkpoint and
+Per curve (:func:`.keys.curve_key`: one architecture's preset, N, checkpoint and
 schedule over its levels) the logistic ``acc(H) = 1 / (1 + exp(-k (H - H50)))`` of the mean
 accuracy per level (:func:`.statistics.fit_logistic`, the package's one fit) gives
 
@@ -157,7 +157,7 @@ def measured_accuracy(rows: Sequence[dict], checkpoint: str, where: str) -> Dict
     """The measured accuracy per preset of scored runs of one split.
 
     Args:
-        rows: result rows (:func:`.aggregate.collect_scores` of ``--measured``).
+        rows: result rows (:func:`.aggregate.collect_scores` of ``--measured-accuracy``).
         checkpoint: the checkpoint label to use; where: the option and path, for errors.
 
     Returns:
@@ -274,13 +274,14 @@ def _match_measured(measured: Optional[Dict[str, dict]],
     for preset, model in arch_of.items():
         ms = by_model.get(model, [])
         if len(ms) > 1:
-            raise FitError(f"--measured: presets {', '.join(m['preset'] for m in ms)} of "
+            raise FitError(f"--measured-accuracy: presets {', '.join(m['preset'] for m in ms)} of "
                            f"model {model} and none has a curve here. Fix: pass the scores "
                            "of one preset")
         if ms:
             out[preset] = {**ms[0], "matched_by": "model"}
     if not out:
-        raise FitError(f"--measured: its preset(s) {', '.join(sorted(measured))} (model(s) "
+        raise FitError(f"--measured-accuracy: its preset(s) {', '.join(sorted(measured))} "
+                       f"(model(s) "
                        f"{', '.join(sorted(by_model))}) have no curve here (curves: "
                        f"{', '.join(f'{p} ({m})' for p, m in sorted(arch_of.items()))}). "
                        "Fix: measure a preset or model that has a curve, or pass its curve")
