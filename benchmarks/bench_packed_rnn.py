@@ -13,12 +13,16 @@ training data), so load on the machine hits both alike.  Only model, criterion a
 are timed: fairseq's ``Trainer.train_step`` adds a per-update cost that a pack pays once per K
 updates, so through fairseq-train the ratio is larger.
 
+The pack computes each run only up to its own target (and each encoder direction only over
+its own source): its runs are sorted by length and a step computes the runs still decoding.
 Two decoding regimes: ``full`` (``--stop-at-predicted-eos`` off: every run decodes its whole
-target, as a trained model that ends its output at the right place does; the conservative
-figure for the pack, which decodes as long as its longest target) and ``init`` (the preset's
-criterion on freshly initialised models, which often predict end-of-sentence early, letting
-the pack stop before its longest target; the ordinary criterion always decodes the whole
-target).
+target, as a trained model that ends its output at the right place does) and ``init`` (the
+preset's criterion on freshly initialised models, which often predict end-of-sentence early:
+the pack then also leaves a run once its rows have ended and so have the runs sorted after
+it, while the ordinary criterion always decodes the whole target).  ``mean T`` is the mean
+target length of the runs' samples (tokens, </s> included), ``max T`` the mean over updates
+of the pack's longest target: a pack that computed every run as long as its longest would do
+``max T / mean T`` times the decoder steps.
 
 Not a test.  Usage::
 

@@ -31,7 +31,7 @@ from fairseq_entropy.models.packed_registry import PACKED_IMPLEMENTATIONS
 from fairseq_entropy.models.packed_rnn import PackedRNNError, PackedRNNSeq2Seq
 from fairseq_entropy.models.rnn_seq2seq import RNNSeq2SeqModel
 
-from _toy import PAIRS, FakeTask, make_dictionary  # noqa: E402
+from _toy import ACTIONS, PAIRS, WORDS, FakeTask, make_dictionary  # noqa: E402
 
 PRESET_ARCHS = ["rnn_seq2seq_exp1_rnn_h64", "rnn_seq2seq_exp1_rnn_h128",
                 "rnn_seq2seq_exp2_gru_l2_h64", "rnn_seq2seq_exp2_rnn_l1_h64"]
@@ -56,6 +56,23 @@ def make_sample(indices):
     tgt = [enc(PAIRS[i][1]) for i in indices]
     ds = LanguagePairDataset(src, [len(x) for x in src], DICT, tgt, [len(x) for x in tgt], DICT)
     return ds.collater([ds[i] for i in range(len(indices))])
+
+
+def make_batch(pairs):
+    """A fairseq batch of ``(source, target)`` strings (left-padded sources); an empty
+    source is the single token </s>."""
+    def enc(s):
+        return DICT.encode_line(s, add_if_not_exist=False, append_eos=True).long()
+
+    src = [enc(a) for a, _ in pairs]
+    tgt = [enc(b) for _, b in pairs]
+    ds = LanguagePairDataset(src, [len(x) for x in src], DICT, tgt, [len(x) for x in tgt], DICT)
+    return ds.collater([ds[i] for i in range(len(pairs))])
+
+
+def words(n, vocabulary):
+    """``n`` words cycling through ``vocabulary``."""
+    return " ".join(vocabulary[i % len(vocabulary)] for i in range(n))
 
 
 def criterion(ratio=0.0, stop=True, sentence_avg=True, per_length=True):
@@ -150,6 +167,46 @@ def test_a_finished_run_is_not_changed_by_longer_neighbours():
     assert outs[1]["logging"]["ntokens"] == 7
     for a, b in zip(*grads):
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12 * float(b.abs().max()))
+
+
+#: runs whose lengths differ widely: (source tokens, target tokens) per row, </s> included
+WIDE_RUNS = [[(9, 3)], [(1, 45)], [(9, 45), (4, 10), (1, 3)], [(5, 7), (2, 20)]]
+
+
+@pytest.mark.parametrize("cell", ["rnn", "gru", "lstm"])
+@pytest.mark.parametrize("ratio", [0.0, 1.0])
+@pytest.mark.parametrize("stop", [False, True])
+@pytest.mark.parametrize("per_length", [False, True])
+def test_runs_of_widely_different_lengths_each_equal_the_run_alone(cell, ratio, stop,
+                                                                     per_length):
+    """Targets of 3 and 45 tokens, sources of 1 and 9, a run of 3 rows beside runs of 1 and
+    2 (float64): the pack computes each run only while it decodes and over its own source
+    steps, and every run's loss, logging and gradients equal the ordinary model's."""
+    samples = [make_batch([(words(s - 1, WORDS[:-3]), words(t - 1, ACTIONS)) for s, t in rows])
+               for rows in WIDE_RUNS]
+    models = [build("rnn_seq2seq", seed, cell=cell, encoder_hidden_size=16).double()
+              for seed in range(1, len(samples) + 1)]
+    outs = check_against_ordinary(models, samples, criterion(ratio, stop, sentence_avg=False,
+                                                             per_length=per_length), 1e-6)
+    if not stop:
+        assert [o["logging"]["ntokens"] for o in outs] == [3, 45, 58, 27]
+
+
+def test_a_second_forward_pass_before_the_backward_pass():
+    """The pack's sorted weight copies are reused between forward passes: a backward pass
+    after another forward pass (other lengths, other order) still gets its own gradients."""
+    models = [build("rnn_seq2seq_exp2_gru_l2_h64", seed).double() for seed in SEEDS]
+    first = [make_sample([i]) for i in (2, 0, 3)]
+    second = [make_sample([i]) for i in (0, 3, 2)]
+    crit = criterion(stop=False)
+    alone = PackedRNNSeq2Seq(models).train()
+    packed_step(alone, first, crit)
+    packed = PackedRNNSeq2Seq(models).train()
+    outs = packed.run_losses(first, crit)
+    packed.run_losses(second, crit)
+    sum(o["loss"] / max(o["sample_size"], 1) for o in outs).backward()
+    for name, p in packed.weights.items():
+        torch.testing.assert_close(p.grad, alone.weights[name].grad, rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("arch", PRESET_ARCHS)

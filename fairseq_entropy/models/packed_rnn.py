@@ -11,18 +11,30 @@ dimension ``K`` and every product grouped over runs (``torch.baddbmm`` / ``torch
   token, in between a coin per step and row;
 - with ``--stop-at-predicted-eos`` a row's loss stops at (and includes) its first predicted
   end-of-sentence; the steps after a row's end are outside its loss, so they give it neither
-  loss nor gradient, and the loop stops once every row of every run has ended;
+  loss nor gradient;
 - the loss is summed over steps and rows; ``sample_size`` is the run's number of sentences
   with ``--sentence-avg``, else its number of target tokens in the loss.
+
+Each run computes only its own steps.  The encoder's loops take the runs sorted by their
+longest source and the decoder's by their longest target, longest first, so that the runs
+still computing at step ``t`` are the first ``n_t`` of the sorted stack: a step multiplies
+those by their own weights (the first ``n_t`` of a sorted copy of the stacked weights) and
+the decoder attends over the longest source among them.  The decoder leaves a run after its
+target's last step or, with ``--stop-at-predicted-eos``, once its runs sorted after it have
+ended too and each of its rows has predicted end-of-sentence or reached its target's end; the
+loop ends when no run is left.  The loops and their gradients are written out by hand
+(:mod:`.packed_rnn_loops`): autograd's bookkeeping would cost as much as the arithmetic of a
+batch-1 step on a CPU.
 
 Runs may have different numbers of rows and different source and target lengths: sources are
 right-padded to a common length (positions past a row's length come after its real tokens in
 both encoder directions, so they never reach a real position, and attention masks them),
-missing rows are dummy rows outside every loss.  Dropout draws one mask over the whole
-``(K, ...)`` tensor, so the masks of different runs are independent.
+missing rows are dummy rows outside every loss.  Dropout draws its masks for all runs at once
+(over a whole ``(K, ...)`` tensor, or a block of decoder steps), so the masks of different runs
+are independent.
 
-The arithmetic is the ordinary model's in float32 with sums grouped differently, so a run's
-loss and gradients equal the ordinary model's to float rounding, not bit for bit.
+The arithmetic is the ordinary model's with sums grouped differently, so a run's loss and
+gradients equal the ordinary model's to float rounding, not bit for bit.
 """
 
 from typing import Dict, List, Optional, Tuple
@@ -34,7 +46,8 @@ from torch import Tensor
 
 from ..errors import UserError
 from .packed_registry import register_packed
-from ..modules.deferred_grad import Deferred, defer, deferred_baddbmm, deferred_embedding
+from .packed_rnn_loops import DecoderLoop, DecoderSpec, EncoderLayer
+from .packed_rnn_ops import Workspace, keep_freed_memory, padded_index, permute_runs
 from .rnn_seq2seq import RNNSeq2SeqModel, rotate_padding
 
 #: criterion attributes the packed RNN reads (those of ``teacher_forcing_cross_entropy``)
@@ -52,37 +65,19 @@ def _key(name: str) -> str:
     return name.replace(".", "__")
 
 
-def _cell_step(kind: str, gi: Tensor, h: Tensor, c: Optional[Tensor],
-               w_hh: Tuple[Tensor, Deferred], b_hh: Tensor) -> Tuple[Tensor, Optional[Tensor]]:
-    """One step of ``K`` groups of recurrent cells (PyTorch's gate equations and order).
-
-    Args:
-        kind: ``rnn`` (tanh), ``gru`` or ``lstm``.
-        gi: ``(G, B, gates*H)`` input projection; it holds ``b_ih`` and, except for GRU
-            (whose new gate multiplies ``W_hn h + b_hn`` by the reset gate), ``b_hh`` too.
-        h: ``(G, B, H)`` previous state; ``c``: ``(G, B, H)`` LSTM cell state or None.
-        w_hh: ``(G, H, gates*H)`` transposed hidden weights (from :func:`defer`);
-            ``b_hh``: ``(G, 1, gates*H)``.
-    Returns:
-        the new ``(h, c)``.
-    """
-    if kind == "rnn":
-        return torch.tanh(deferred_baddbmm(gi, h, w_hh)), None
-    if kind == "gru":
-        gh = deferred_baddbmm(b_hh, h, w_hh)
-        size = h.size(-1)
-        r, z = torch.sigmoid(gi[..., :2 * size] + gh[..., :2 * size]).chunk(2, dim=-1)
-        n = torch.tanh(torch.addcmul(gi[..., 2 * size:], r, gh[..., 2 * size:]))
-        return torch.lerp(n, h, z), None  # (1 - z) * n + z * h
-    gates = deferred_baddbmm(gi, h, w_hh)
-    i, f, g, o = gates.chunk(4, dim=-1)
-    c = torch.addcmul(torch.sigmoid(f) * c, torch.sigmoid(i), torch.tanh(g))
-    return torch.sigmoid(o) * torch.tanh(c), c
+def _with_zero_row(rows: Tensor) -> Tensor:
+    """``rows`` ``(N, H)`` and a row of zeros after them (read where a step did not compute
+    a group, see :func:`.packed_rnn_ops.padded_index`)."""
+    return torch.cat([rows, rows.new_zeros(1, rows.size(-1))])
 
 
 @register_packed(RNNSeq2SeqModel)
 class PackedRNNSeq2Seq(nn.Module):
     """``K`` :class:`~.rnn_seq2seq.RNNSeq2SeqModel` runs with stacked parameters.
+
+    Constructing one sets ``malloc``'s thresholds for the whole process
+    (:func:`.packed_rnn_ops.keep_freed_memory`), so that the pack's multi-megabyte tensors
+    are recycled rather than paged in afresh at every update.
 
     Args:
         models: ``K >= 1`` ordinary models of one architecture (cell, layers, sizes,
@@ -119,6 +114,8 @@ class PackedRNNSeq2Seq(nn.Module):
         # state entries that are not parameters (none today), kept per run for unpacking
         self._extra_state = [{k: v.detach().clone() for k, v in m.state_dict().items()
                               if k not in self._names} for m in models]
+        self._workspace = Workspace()  # sorted weight copies, reused between updates
+        keep_freed_memory()  # the pack's multi-megabyte tensors are recycled, not re-faulted
         self.weights = nn.ParameterDict()
         for name in self._names:
             stacked = torch.stack([dict(m.named_parameters())[name].detach() for m in models])
@@ -208,19 +205,28 @@ class PackedRNNSeq2Seq(nn.Module):
 
     # ---------------------------------------------------------------- encoder
     def _encode(self, src: Tensor, src_len: Tensor) -> Tuple[Tensor, Tensor, Optional[Tensor]]:
-        """Bidirectional encoder of the ``K`` runs.
+        """Bidirectional encoder of the ``K`` runs, one :class:`.packed_rnn_loops.EncoderLayer`
+        per layer; step ``t`` computes only the runs whose longest source is longer than ``t``
+        (runs sorted longest first, a prefix of them).
 
         Args:
             src: ``(K, B, S)`` right-padded tokens; ``src_len``: ``(K, B)``, at least 1.
         Returns:
             outputs ``(K, B, S, 2H)`` (meaningless at pads), final state ``(K, B, 2H)`` of the
-            top layer (forward then backward) and, for LSTM, its final cell state.
+            top layer (forward then backward) and, for LSTM, its final cell state; in the
+            runs' own order.
         """
         runs, rows, length = src.shape
-        table = self.w("encoder.embed_tokens.weight")
+        longest = src_len.amax(dim=1)
+        order = torch.argsort(longest, descending=True, stable=True)
+        inverse = torch.argsort(order)
+        sorted_longest = longest[order].tolist()
+        # groups (forward and backward direction of each run) active at each step
+        counts = [2 * sum(1 for n in sorted_longest if n > t) for t in range(length)]
+        src, src_len = src.index_select(0, order), src_len.index_select(0, order)
         device = src.device
-        offsets = (torch.arange(runs, device=device) * self.src_vocab).view(runs, 1, 1)
-        x = F.embedding(src + offsets, table.flatten(0, 1))
+        offsets = (order * self.src_vocab).view(runs, 1, 1)  # rows of each run's table
+        x = F.embedding(src + offsets, self.w("encoder.embed_tokens.weight").flatten(0, 1))
         x = F.dropout(x, self.p_embed, self.training)
         # per row, position t of the backward direction reads token L-1-t (t < L)
         steps = torch.arange(length, device=device).view(1, 1, length)
@@ -232,43 +238,34 @@ class PackedRNNSeq2Seq(nn.Module):
 
         x_rev = reverse(x)
         kind = self.cell_type
-        final_index = last.unsqueeze(-1)  # (K, B, 1, 1)
+        index = padded_index(counts, 2 * runs, rows, device)  # (2K, B, S) -> packed row
+        final_index = index.gather(2, last.repeat_interleave(2, dim=0)).squeeze(2)
         for layer in range(self.num_layers):
-            def both(name: str) -> Tensor:  # (2K, ...) forward then backward of each run
-                fwd = self.w(f"encoder.rnn.{name}_l{layer}")
-                bwd = self.w(f"encoder.rnn.{name}_l{layer}_reverse")
-                return torch.stack([fwd, bwd], dim=1).flatten(0, 1)
-
-            w_ih = both("weight_ih").transpose(1, 2)
-            w_hh = defer(both("weight_hh").transpose(1, 2))
-            b_ih, b_hh = both("bias_ih").unsqueeze(1), both("bias_hh").unsqueeze(1)
-            bias_in = b_ih if kind == "gru" else b_ih + b_hh
-            inputs = torch.stack([x, x_rev], dim=1).view(2 * runs, rows * length, -1)
-            projected = torch.baddbmm(bias_in, inputs, w_ih).view(2 * runs, rows, length, -1)
-            size = w_hh[0].size(1)
-            h = projected.new_zeros(2 * runs, rows, size)
-            c = h if kind == "lstm" else None
-            hs, cs = [], []
-            for gi in projected.unbind(2):
-                h, c = _cell_step(kind, gi, h, c, w_hh, b_hh)
-                hs.append(h)
-                cs.append(c)
-            out = torch.stack(hs, dim=2).view(runs, 2, rows, length, size)
+            params = [self.w(f"encoder.rnn.{name}_l{layer}{suffix}")
+                      for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
+                      for suffix in ("", "_reverse")]
+            inputs = torch.stack([x, x_rev], dim=1).flatten(0, 1)
+            states = EncoderLayer.apply(kind, counts, order, self._workspace,
+                                        f"encoder{layer}", torch.is_grad_enabled(), inputs,
+                                        *params)
+            states, cells = states if kind == "lstm" else (states, None)
+            size = params[2].size(-1)
+            packed = _with_zero_row(states)
+            out = packed[index].view(runs, 2, rows, length, size)
             y = torch.cat([out[:, 0], reverse(out[:, 1])], dim=-1)
             if layer + 1 < self.num_layers:
                 y = F.dropout(y, self.p_between, self.training)
                 x, x_rev = y, reverse(y)
 
-        def final(states: Tensor) -> Tensor:  # (K, 2, B, S, H) -> (K, B, 2H) at L-1
-            index = final_index.unsqueeze(1).expand(runs, 2, rows, 1, size)
-            top = states.gather(3, index).squeeze(3)
+        def final(states: Tensor) -> Tensor:  # packed (N+1, H) -> (K, B, 2H) at L-1
+            top = states[final_index].view(runs, 2, rows, size)
             return torch.cat([top[:, 0], top[:, 1]], dim=-1)
 
-        hidden = final(out)
-        cell = None
-        if kind == "lstm":
-            cell = final(torch.stack(cs, dim=2).view(runs, 2, rows, length, size))
-        return F.dropout(y, self.p_embed, self.training), hidden, cell
+        hidden = permute_runs(final(packed), inverse, order)
+        cell = None if cells is None else permute_runs(final(_with_zero_row(cells)), inverse,
+                                                       order)
+        y = permute_runs(F.dropout(y, self.p_embed, self.training), inverse, order)
+        return y, hidden, cell
 
     # ---------------------------------------------------------------- decoder + loss
     def run_losses(self, samples: List[Optional[dict]], criterion) -> List[dict]:
@@ -302,97 +299,90 @@ class PackedRNNSeq2Seq(nn.Module):
         stop = bool(criterion.stop_at_predicted_eos)
         batch = self._assemble(samples)
         enc, hidden, cell = self._encode(batch["src"], batch["src_len"])
-        lprobs = self._decode(enc, batch, hidden, cell, ratio, stop)
-        return self._losses(lprobs, batch, stop, bool(criterion.sentence_avg),
+        decoded = self._decode(enc, batch, hidden, cell, ratio, stop)
+        return self._losses(*decoded, batch, stop, bool(criterion.sentence_avg),
                             bool(criterion.mean_over_target_length))
 
     def _decode(self, enc: Tensor, batch: dict, h: Tensor, c: Optional[Tensor],
-                ratio: float, stop: bool) -> Tensor:
-        """Unroll the attentional decoder; returns log-probabilities ``(K, B, T', V)``,
-        ``T'`` the steps until every row has ended (at most the longest target)."""
+                ratio: float, stop: bool) -> Tuple[Tensor, List[int], Tensor]:
+        """Unroll the attentional decoder (:class:`.packed_rnn_loops.DecoderLoop`), runs
+        sorted by target length, longest first.
+
+        Step ``t`` computes the first ``n_t`` sorted runs: those with a target step ``t``
+        (with ``stop``: up to the last run with a row that still needs step ``t`` and has not
+        predicted end-of-sentence), attending over the longest source among them.
+
+        Returns:
+            the log-probabilities of the steps' active runs ``(sum_t n_t B, V)`` (rows
+            ``(t, sorted run, row)``), the counts ``n_t`` (the loop ends once no run is
+            active, at most at the longest target) and the run order ``(K,)`` (sorted
+            position -> run).
+        """
         runs, rows, length, width = enc.shape
         device = enc.device
-        w = self.w
-        keys = torch.baddbmm(w("decoder.attention.key_proj.bias").unsqueeze(1),
-                             enc.view(runs, rows * length, width),
-                             w("decoder.attention.key_proj.weight").transpose(1, 2))
-        keys = keys.view(runs, rows, length, -1)
-        attention = keys.size(-1)
-        w_query = defer(w("decoder.attention.query_proj.weight").transpose(1, 2))
-        w_score = w("decoder.attention.v.weight").transpose(1, 2)
-        src_steps = torch.arange(length, device=device).view(1, 1, length)
-        mask_bias = enc.new_zeros(runs, rows, length).masked_fill(
-            src_steps >= batch["src_len"].unsqueeze(-1), float("-inf")).view(runs, -1, 1)
-        values = enc.reshape(runs * rows, length, width)
-        w_ih = defer(w("decoder.cell.weight_ih").transpose(1, 2))
-        w_hh = defer(w("decoder.cell.weight_hh").transpose(1, 2))
-        b_ih = w("decoder.cell.bias_ih").unsqueeze(1)
-        b_hh = w("decoder.cell.bias_hh").unsqueeze(1)
-        bias_in = b_ih if self.cell_type == "gru" else b_ih + b_hh
-        w_out = defer(w("decoder.output_projection.weight").transpose(1, 2))
-        b_out = w("decoder.output_projection.bias").unsqueeze(1)
-        table = defer(w("decoder.embed_tokens.weight"), "embedding")
-        no_query_bias = enc.new_zeros(1, 1, 1)
-        offsets = (torch.arange(runs, device=device) * self.tgt_vocab).view(runs, 1)
-        no_pad = self._no_pad(enc)
-
-        gold = batch["prev"]
-        steps = gold.size(2)
         needed = batch["target"].ne(self.pad)  # (K, B, T): steps a row may still need
-        alive = torch.ones(runs, rows, dtype=torch.bool, device=device)
-        tokens = gold[:, :, 0]
-        outputs = []
-        for t in range(steps):
-            embedded = F.dropout(deferred_embedding(tokens + offsets, table), self.p_decoder,
-                                 self.training)
-            query = deferred_baddbmm(no_query_bias, h, w_query).unsqueeze(2)
-            scores = torch.baddbmm(mask_bias, torch.tanh(keys + query).view(runs, -1, attention),
-                                   w_score)
-            weights = torch.softmax(scores.view(runs * rows, 1, length), dim=-1)
-            context = torch.bmm(weights, values).view(runs, rows, width)
-            gi = deferred_baddbmm(bias_in, torch.cat([embedded, context], dim=-1), w_ih)
-            h, c = _cell_step(self.cell_type, gi, h, c, w_hh, b_hh)
-            features = F.dropout(torch.cat([h, context], dim=-1), self.p_decoder, self.training)
-            lprobs = torch.log_softmax(deferred_baddbmm(b_out, features, w_out), dim=-1)
-            outputs.append(lprobs)
-            if t + 1 == steps:
-                break
-            with torch.no_grad():
-                predicted = (lprobs + no_pad).argmax(dim=-1)
-                if stop:
-                    alive &= predicted.ne(self.eos)
-                    if not bool((alive & needed[:, :, t + 1]).any()):
-                        break
-                if ratio >= 1.0:
-                    tokens = gold[:, :, t + 1]
-                elif ratio <= 0.0:
-                    tokens = predicted
-                else:
-                    coin = torch.rand(runs, rows, device=device) < ratio
-                    tokens = torch.where(coin, gold[:, :, t + 1], predicted)
-        return torch.stack(outputs, dim=2)
+        steps = needed.size(2)
+        run_len = (needed * torch.arange(1, steps + 1, device=device)).amax(dim=(1, 2))
+        order = torch.argsort(run_len, descending=True, stable=True)
+        inverse = torch.argsort(order)
+        src_len = batch["src_len"].index_select(0, order)
+        keys = torch.baddbmm(self.w("decoder.attention.key_proj.bias").unsqueeze(1),
+                             enc.view(runs, rows * length, width),
+                             self.w("decoder.attention.key_proj.weight").transpose(1, 2))
+        keys = permute_runs(keys.view(runs, rows, length, -1), order, inverse)
+        enc, h = permute_runs(enc, order, inverse), permute_runs(h, order, inverse)
+        c = None if c is None else permute_runs(c, order, inverse)
+        src_steps = torch.arange(length, device=device).view(1, 1, length)
+        spec = DecoderSpec(
+            kind=self.cell_type, order=order, gold=batch["prev"].index_select(0, order),
+            needed=needed.index_select(0, order),
+            mask_bias=enc.new_zeros(runs, rows, length).masked_fill(
+                src_steps >= src_len.unsqueeze(-1), float("-inf")),
+            sorted_len=run_len[order].tolist(),
+            longest_src=src_len.amax(dim=1).cummax(dim=0).values.tolist(),
+            no_pad=self._no_pad(enc), eos=self.eos, ratio=ratio, stop=stop,
+            dropout=self.p_decoder if self.training else 0.0,
+            keep_for_backward=torch.is_grad_enabled(), work=self._workspace)
+        params = [self.w(f"decoder.{name}") for name in (
+            "embed_tokens.weight", "attention.query_proj.weight", "cell.weight_hh",
+            "cell.bias_ih", "cell.bias_hh", "cell.weight_ih", "attention.v.weight",
+            "output_projection.weight", "output_projection.bias")]
+        lprobs = DecoderLoop.apply(spec, enc, keys, h, c, *params)
+        return lprobs, spec.counts, order
 
-    def _losses(self, lprobs: Tensor, batch: dict, stop: bool, sentence_avg: bool,
-                mean_over_target_length: bool) -> List[dict]:
-        """The criterion's loss and logging output of every run from the decoder's
-        log-probabilities ``(K, B, T', V)`` (``mean_over_target_length``: each sentence's loss
-        divided by its gold target length, the criterion's ``--mean-over-target-length``)."""
+    def _losses(self, lprobs: Tensor, counts: List[int], order: Tensor, batch: dict,
+                stop: bool, sentence_avg: bool, mean_over_target_length: bool) -> List[dict]:
+        """The criterion's loss and logging output of every run from the decoder's steps
+        (``lprobs``, ``counts``, ``order`` from :meth:`_decode`); ``mean_over_target_length``:
+        each sentence's loss divided by its gold target length, the criterion's
+        ``--mean-over-target-length``."""
         target_full = batch["target"]
-        runs, rows, steps = lprobs.shape[:3]
+        runs, rows = target_full.shape[:2]
+        steps = len(counts)
+        total = lprobs.size(0)
+        # (K, B, T') in the runs' own order -> packed row, or ``total`` where not computed
+        index = padded_index(counts, runs, rows, lprobs.device).index_select(
+            0, torch.argsort(order))
         target = target_full[:, :, :steps]
         gold_mask = target_full.ne(self.pad)
         mask = target.ne(self.pad)
         with torch.no_grad():
+            flat_target = target.new_full((total + 1,), self.pad)
+            flat_target[index.flatten()] = target.flatten()
+            fill = lprobs.new_full((1,), self.pad, dtype=torch.long)
+            best = torch.cat([lprobs.argmax(dim=-1), fill])[index]
             if stop:
-                is_eos = (lprobs + self._no_pad(lprobs)).argmax(dim=-1).eq(self.eos).long()
+                choice = torch.cat([(lprobs + self._no_pad(lprobs)).argmax(dim=-1), fill])
+                is_eos = choice[index].eq(self.eos).long()
                 mask = mask & ~((is_eos.cumsum(dim=-1) - is_eos) > 0)
-        token_lprobs = lprobs.gather(-1, target.unsqueeze(-1)).squeeze(-1)
+        token = lprobs.gather(1, flat_target[:total].unsqueeze(1))
+        token_lprobs = torch.cat([token.squeeze(1), token.new_zeros(1)])[index]
         sentence_loss = -token_lprobs.masked_fill(~mask, 0.0).sum(dim=2)
         if mean_over_target_length:
             sentence_loss = sentence_loss / gold_mask.sum(dim=2).clamp(min=1)
         loss = sentence_loss.sum(dim=1)
         with torch.no_grad():
-            correct = lprobs.argmax(dim=-1).eq(target) & mask
+            correct = best.eq(target) & mask
             tail = (0, target_full.size(2) - steps)
             correct_full, mask_full = F.pad(correct, tail), F.pad(mask, tail)
             real_rows = torch.zeros(runs, rows, dtype=torch.bool, device=lprobs.device)
