@@ -18,7 +18,7 @@ For each preset of the packaged presets file whose ``--arch`` is registered, pri
 Not a test.  Usage::
 
     OMP_NUM_THREADS=1 python benchmarks/bench_models.py [--data LEVEL_DATABIN]
-        [--presets exp1_rnn_h64,exp1_cnn] [--seconds 10] [--checkpoint PRESET=CKPT ...]
+        [--presets exp1_rnn_h64,exp1_fconv] [--seconds 10] [--checkpoint PRESET=CKPT ...]
         [--variant pool16='--batch-pool 16' ...] [--no-generate]
 
 Without ``--data`` it builds and binarizes Experiment 1 at 3 bits (seed 1) in a temporary

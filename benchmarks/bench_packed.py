@@ -41,7 +41,7 @@ import torch
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-DEFAULT_PRESETS = ("exp1_cnn_authors,exp1_cnn,exp1_transformer_sinusoidal,"
+DEFAULT_PRESETS = ("exp1_cnn_authors,exp1_fconv,exp1_transformer_sinusoidal,"
                    "exp1_transformer_relative,exp1_transformer_rope,exp1_equivariant,"
                    "exp1_rnn_h64")
 

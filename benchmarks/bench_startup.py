@@ -34,7 +34,7 @@ from pathlib import Path
 ARCH = ("import sys; sys.argv[0] = 'fairseq-entropy'\n"  # as the console script starts
         "from fairseq_entropy.experiments.archs import check_arch\n"
         "from fairseq_entropy.experiments.presets import load_presets\n"
-        "check_arch('exp1_cnn', {preset})\n"
+        "check_arch('exp1_fconv', {preset})\n"
         "assert ('fairseq' in sys.modules) == {imported}\n")
 
 PREPROCESS = ("import sys, threading\n"
@@ -77,7 +77,7 @@ def run_cases(tmp: Path, rounds: int) -> None:
     level = str(tmp / "build" / "entropy_3.0")
     cases = {
         ("arch check", "packaged"): lambda r: ARCH.format(
-            preset="load_presets()['exp1_cnn']", imported=False),
+            preset="load_presets()['exp1_fconv']", imported=False),
         ("arch check", "registry"): lambda r: ARCH.format(
             preset="{'arch': 'fconv_iwslt_de_en'}", imported=True),
         ("fairseq-preprocess", "in-process"): lambda r: PREPROCESS.format(

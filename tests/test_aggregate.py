@@ -97,7 +97,7 @@ def test_figures_draw_one_checkpoint_when_there_is_no_last(tmp_path, monkeypatch
                 d = runs / f"seed{seed}" / level / ckpt
                 d.mkdir(parents=True)
                 (d / "score.json").write_text(json.dumps({
-                    "experiment": "exp1", "preset": "exp1_cnn", "model": "cnn",
+                    "experiment": "exp1", "preset": "exp1_fconv", "model": "cnn",
                     "n_train": 6000, "level": level, "entropy_bits": bits,
                     "checkpoint": ckpt, "seed": seed, "data_seed": 1, "accuracy": acc}))
     res = aggregate([runs], tmp_path / "out")
@@ -118,7 +118,7 @@ def test_figures_draw_one_checkpoint_when_there_is_no_last(tmp_path, monkeypatch
 
 def test_a_panel_of_two_checkpoints_is_two_lines():
     """Cells of two checkpoints handed to the figure function are never one line."""
-    cells = [{"experiment": "exp1", "model": "exp1_cnn", "train_size": 6000, "level": lvl,
+    cells = [{"experiment": "exp1", "model": "exp1_fconv", "train_size": 6000, "level": lvl,
               "checkpoint": ckpt, "schedule": "unknown", "entropy_bits": h, "mean": 0.5,
               "n": 1} for ckpt in ("test-loss", "best") for lvl, h in
              (("entropy_3.0", 3.0), ("entropy_0.0", 0.0))]

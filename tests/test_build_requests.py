@@ -134,11 +134,11 @@ def test_options_that_would_be_ignored_are_refused(tmp_path, capsys):
              "its validation split. Fix: drop --seed"),
             (["binarize", "--train", "t.txt", "--valid", "v.txt", "--out",
               str(tmp_path / "bin"), "--seed", "5"], "--valid gives it. Fix: drop --seed"),
-            (["train-args", "exp1_cnn", "--data", "d", "--epochs", "5", "--max-update", "10"],
+            (["train-args", "exp1_fconv", "--data", "d", "--epochs", "5", "--max-update", "10"],
              "--epochs 5 and --max-update 10: a schedule is one of them. Fix: give one"),
-            (["train-args", "exp1_cnn", "--field", "arch", "--epochs", "5"],
+            (["train-args", "exp1_fconv", "--field", "arch", "--epochs", "5"],
              "Fix: drop them, or drop --field"),
-            (["run", "exp1_cnn", "d", str(tmp_path / "run"), "--epochs", "5", "--max-update",
+            (["run", "exp1_fconv", "d", str(tmp_path / "run"), "--epochs", "5", "--max-update",
               "10"], "a schedule is one of them")):
         assert cli(argv) == 2, argv
         err = capsys.readouterr().err

@@ -83,7 +83,7 @@ def test_a_sample_decode_is_marked_kept_apart_and_leaves_the_run_unfinished(data
     assert split_size(databin) == 48
     run = tmp_path / "entropy_3.0"
     out = io.StringIO()
-    result = run_level("exp1_cnn", databin, run, seed=3, max_update=5, device="cpu",
+    result = run_level("exp1_fconv", databin, run, seed=3, max_update=5, device="cpu",
                        out=out, decode_sample=12)
     sample = json.loads((run / "sample" / "score.json").read_text())
     assert sample["test_sample"] == {"n": 12, "split_size": 48} and sample["n"] == 12
@@ -97,7 +97,7 @@ def test_a_sample_decode_is_marked_kept_apart_and_leaves_the_run_unfinished(data
 
     # the full run later: the same training, the whole split, a full score of its own
     full = io.StringIO()
-    result = run_level("exp1_cnn", databin, run, seed=3, max_update=5, device="cpu",
+    result = run_level("exp1_fconv", databin, run, seed=3, max_update=5, device="cpu",
                        out=full, score_best=False)
     assert "skip training" in full.getvalue()
     last = json.loads((run / "last" / "score.json").read_text())

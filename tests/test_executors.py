@@ -19,7 +19,7 @@ from fairseq_entropy.experiments.processes import CHILDREN
 
 BIN = Path(sys.executable).parent
 GRID = """experiment = "exp1"
-presets = ["exp1_cnn"]
+presets = ["exp1_fconv"]
 levels = [3]
 seeds = [5, 2]
 
@@ -125,7 +125,7 @@ class FakeJob:
 
 
 def test_a_task_slurm_ended_is_cancelled_not_failed(tmp_path):
-    cells = [Cell("exp1", "exp1_cnn", "cnn", 6000, s, 3.0) for s in range(5)]
+    cells = [Cell("exp1", "exp1_fconv", "cnn", 6000, s, 3.0) for s in range(5)]
     failed = sweep.CellResult(cells[1].name, "failed", "exit 241: done training in 8.5 seconds")
     jobs = [FakeJob(tmp_path, "18_0", "CANCELLED"),                   # cancelled while pending
             FakeJob(tmp_path, "18_1", "CANCELLED", failed),           # killed while running
@@ -171,7 +171,7 @@ def test_states_come_from_squeue_when_sacct_fails(tmp_path, monkeypatch):
     assert slurm.squeue_states("18") == {"18_0": "RUNNING", "18_1": "CANCELLED"}
     assert slurm.squeue_states("7") == {}
     assert slurm.sacct_works("18") == "Slurm accounting storage is disabled"
-    cells = [Cell("exp1", "exp1_cnn", "cnn", 6000, s, 3.0) for s in range(3)]
+    cells = [Cell("exp1", "exp1_fconv", "cnn", 6000, s, 3.0) for s in range(3)]
     jobs = [FakeJob(tmp_path, f"18_{i}", "UNKNOWN") for i in range(3)]
     watch = executors._ArrayWatch(jobs, cells, "slurm", out=open(os.devnull, "w"))
     assert watch.sacct is False

@@ -89,12 +89,12 @@ def test_grid_passes_the_users_presets_and_user_dir_to_each_cell(tmp_path, capsy
     # the command line's --presets / --user-dir replace the grid's keys
     other = tmp_path / "other"
     other.mkdir()
-    (other / "p.json").write_text(json.dumps({"my_tiny": {"extends": "exp1_cnn",
+    (other / "p.json").write_text(json.dumps({"my_tiny": {"extends": "exp1_fconv",
                                                           "arch": ARCH}}))
     (other / "__init__.py").write_text("")
     (cell,) = load_grid(grid, other / "p.json", other).cells()
     assert cell.presets_file == str(other / "p.json") and cell.user_dir == str(other)
-    assert cell.model == "cnn"  # inherited from exp1_cnn
+    assert cell.model == "cnn"  # inherited from exp1_fconv
 
 
 @pytest.mark.parametrize("line, message", [

@@ -85,8 +85,8 @@ def test_binarize_checks_every_pair_with_the_interpreter(tmp_path, capsys):
     ["build", "exp1", "--seed", "-1"],
     ["binarize", "--train", "x.txt", "--valid-fraction", "1"],
     ["binarize", "--train", "x.txt", "--workers", "0"],
-    ["train-args", "exp1_cnn", "--data", ".", "--epochs", "0"],
-    ["train-args", "exp1_cnn", "--data", ".", "--max-update", "-5"],
+    ["train-args", "exp1_fconv", "--data", ".", "--epochs", "0"],
+    ["train-args", "exp1_fconv", "--data", ".", "--max-update", "-5"],
     ["score", "gen.txt", "--seed", "-2"],
     ["score", "gen.txt", "--checkpoint", "bets"],
 ])
@@ -140,11 +140,11 @@ def test_directories_given_as_files_are_named(tmp_path, capsys):
     level = make_level(tmp_path / "lv", PAIRS, PAIRS, PAIRS)
     (level / "manifest.json").write_text(json.dumps({"experiment": "exp1", "sizes": {}}))
     assert cli(["score", str(d), "--out", str(tmp_path / "s"), "--data", str(level),
-                "--preset", "exp1_cnn", "--seed", "1",
+                "--preset", "exp1_fconv", "--seed", "1",
                 "--unverified", "--checkpoint", "last"]) == 2
     assert f"{d} is a directory, not a file" in capsys.readouterr().err
     assert cli(["score", str(level / "test.in"), "--out", str(tmp_path / "s"), "--data",
-                str(d), "--preset", "exp1_cnn", "--seed", "1",
+                str(d), "--preset", "exp1_fconv", "--seed", "1",
                 "--unverified", "--checkpoint", "last"]) == 2
     assert f"{d}/manifest.json not found" in capsys.readouterr().err
 
@@ -169,7 +169,7 @@ def test_files_given_where_output_directories_go_are_named(tmp_path, capsys):
 
 # ----------------------------------------------------------------------------- recipes
 @pytest.mark.parametrize("script,argv", [("train_level.sh", []),
-                                         ("train_level.sh", ["exp1_cnn", "data"]),
+                                         ("train_level.sh", ["exp1_fconv", "data"]),
                                          ("quickstart.sh", ["extra"])])
 def test_recipes_print_usage(script, argv):
     res = subprocess.run(["bash", str(REPO / "recipes" / script), *argv], capture_output=True,

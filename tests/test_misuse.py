@@ -32,6 +32,8 @@ READ_ONLY = "/sys/fairseq-entropy-misuse/out"
 KINDS = {
     ("build exp1", "out"): "out-dir", ("build exp2", "out"): "out-dir",
     ("build scan", "out"): "out-file",
+    ("build cogs", "cogs_dir"): "in-dir", ("build cogs", "case"): "name",
+    ("build cogs", "out"): "out-dir",
     ("build exp1", "restricted_verb"): "name", ("build exp2", "restricted_verb"): "name",
     ("build exp1", "restricted"): "name",
     ("measure", "files"): "in-text", ("measure", "train"): "in-text",
@@ -55,7 +57,7 @@ KINDS = {
     # the extra fairseq-train arguments after `--`: fairseq-train parses them itself
     ("run", "rest"): "passed-on",
     ("sweep", "grid"): "in-text", ("sweep", "root"): "out-dir", ("sweep", "preset"): "name",
-    ("sweep", "recipe"): "in-file",
+    ("sweep", "recipe"): "in-file", ("sweep", "cases"): "name",
     ("lock", "run_dir"): "out-dir", ("lock", "lock_command"): "command",
     ("pack", "pack_dir"): "out-dir", ("pack", "run"): "run-triple", ("unpack", "pack"): "in-file",
 }
@@ -71,6 +73,9 @@ EXTRA = {
     ("build exp2", "verbs"): ["walk,fly"],
     ("build exp2", "restricted_verb"): ["fly"],
     ("build exp2", "support_order"): ["walk,fly"],
+    # a level outside the case's reachable range; more sentences than the toy COGS has
+    ("build cogs", "levels"): ["9", "-1"],
+    ("build cogs", "slot_sentences"): ["100000"], ("build cogs", "size"): ["100000"],
     ("measure", "components"): ["verbs"],
     # SCAN splits that hold out no (verb, slot) pair: no slot entropy to predict at
     ("predict", "split"): ["length", "simple"],
@@ -220,6 +225,16 @@ def world(tmp_path_factory):
         (w / dest).write_bytes((REPO / name).read_bytes())
     (w / "a_dir").mkdir()
     (w / "a_file").write_text("x\n")
+    cogs = w / "cogs"  # a toy COGS: hedgehog is held out of theme@object
+    cogs.mkdir()
+    eat = ("A {} ate the {} .\t* {} ( x _ 4 ) ; eat . agent ( x _ 2 , x _ 1 ) AND eat . "
+           "theme ( x _ 2 , x _ 4 ) AND {} ( x _ 1 )\t{}\n")
+    (cogs / "train.tsv").write_text(eat.format("dog", "cake", "cake", "dog", "in_distribution")
+                                    * 3 + eat.format("hedgehog", "cake", "cake", "hedgehog",
+                                                     "exposure_example_subj_common"))
+    (cogs / "dev.tsv").write_text(eat.format("dog", "cake", "cake", "dog", "in_distribution"))
+    (cogs / "gen.tsv").write_text(eat.format("cat", "hedgehog", "hedgehog", "cat",
+                                             "subj_to_obj_common"))
     return w
 
 
@@ -228,6 +243,7 @@ BASES = {
     "build exp1": "build exp1 --out {t}/o --levels 3 --n 60",
     "build exp2": "build exp2 --out {t}/o --support 2",
     "build scan": "build scan --out {t}/scan.txt",
+    "build cogs": "build cogs {w}/cogs --case subj_to_obj_common --levels 0 --out {t}/o",
     "measure": "measure {w}/scan_valid.txt",
     "binarize": "binarize {w}/exp1 --out {t}/bin",
     "binarize files": "binarize --grammar paper --train {w}/scan_train.txt "

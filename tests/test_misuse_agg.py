@@ -18,7 +18,7 @@ from fairseq_entropy.files import loads_json
 
 REPO = Path(__file__).resolve().parents[1]
 GRID = """experiment = "exp1"
-presets = ["exp1_cnn"]
+presets = ["exp1_fconv"]
 levels = [0, 3]
 seeds = [1]
 n = [6000]
@@ -26,7 +26,7 @@ n = [6000]
 
 
 def score(path: Path, **changes) -> Path:
-    rec = {"experiment": "exp1", "preset": "exp1_cnn", "model": "cnn", "n_train": 6000,
+    rec = {"experiment": "exp1", "preset": "exp1_fconv", "model": "cnn", "n_train": 6000,
            "level": "entropy_1.5", "entropy_bits": 1.5, "checkpoint": "last", "seed": 1,
            "data_seed": 1, "accuracy": 0.25}
     rec.update(changes)
@@ -111,7 +111,7 @@ def test_a_string_seed_beside_the_same_seed_is_not_a_second_seed(tmp_path, capsy
 def test_results_tsv_rows_are_checked_like_scores(tmp_path):
     header = ("experiment\tpreset\tmodel\tn_train\tlevel\tentropy_bits\tcheckpoint\tseed\t"
               "data_seed\taccuracy\n")
-    row = "exp1\texp1_cnn\tcnn\t6000\tentropy_1.5\t1.5\tlast\t1\t1\t{}\n"
+    row = "exp1\texp1_fconv\tcnn\t6000\tentropy_1.5\t1.5\tlast\t1\t1\t{}\n"
     f = tmp_path / "results.tsv"
     f.write_text(header + row.format("0.5") + row.format("nan"))
     with pytest.raises(ScoreError, match=rf"^{f}:3: accuracy = nan, but it must be a finite "
@@ -120,7 +120,7 @@ def test_results_tsv_rows_are_checked_like_scores(tmp_path):
     f.write_text(header + row.format("0.5"))
     assert [r["accuracy"] for r in read_results_tsv(f)] == [0.5]
     # a line cut short (or with one field too many) says so, not "empty checkpoint"
-    for line, fields in (("exp1\texp1_cnn\tcnn\t6000\tentropy_1.5\n", 5),
+    for line, fields in (("exp1\texp1_fconv\tcnn\t6000\tentropy_1.5\n", 5),
                          (row.format("0.5").rstrip("\n") + "\tx\n", 11)):
         f.write_text(header + line)
         with pytest.raises(ScoreError, match=rf"^{f}:2: {fields} tab-separated field\(s\), but "
@@ -258,14 +258,14 @@ def test_a_run_with_and_without_its_schedule_is_refused(tmp_path, capsys):
     old = tmp_path / "old_results.tsv"
     old.write_text("experiment\tpreset\tmodel\tn_train\tlevel\tentropy_bits\tcheckpoint\t"
                    "seed\tdata_seed\taccuracy\n"
-                   "exp1\texp1_cnn\tcnn\t6000\tentropy_1.5\t1.500000\tlast\t1\t1\t0.25\n")
+                   "exp1\texp1_fconv\tcnn\t6000\tentropy_1.5\t1.500000\tlast\t1\t1\t0.25\n")
     sched = {"max_update": 4500, "train_args_sha256": "ef" * 32, "updates": 4500}
     new = score(tmp_path / "runs" / "seed1", schedule=sched)
     assert cli(["aggregate", str(old), str(tmp_path / "runs"), "--out",
                 str(tmp_path / "out")]) == 2
     line = one_error_line(capsys.readouterr().err)
     assert f"{old}:2 (schedule unknown) and {new} (schedule max_update=4500 args=efefefef) " \
-        "are both seed 1 of exp1 exp1_cnn N=6000 entropy_1.5 last" in line
+        "are both seed 1 of exp1 exp1_fconv N=6000 entropy_1.5 last" in line
     assert not (tmp_path / "out").exists()
     # another seed of the older aggregate is no conflict: two cells, one seed each
     score(tmp_path / "runs" / "seed1", seed=2, schedule=sched)
@@ -317,7 +317,7 @@ def test_a_repeated_json_key_is_refused_with_its_line():
 
 def test_presets_file_misuse_is_refused_with_a_fix(tmp_path):
     f = tmp_path / "p.json"
-    f.write_text('{\n "my": {"extends": "exp1_cnn"},\n "my": {"extends": "exp1_cnn", '
+    f.write_text('{\n "my": {"extends": "exp1_fconv"},\n "my": {"extends": "exp1_fconv", '
                  '"lr": 0.1}\n}\n')
     with pytest.raises(PresetError, match=rf"^{f}:3: key 'my' is repeated in one object.*Fix:"):
         load_presets(f)
@@ -331,7 +331,7 @@ def test_presets_file_misuse_is_refused_with_a_fix(tmp_path):
 
 def test_json_grid_with_a_repeated_key_is_refused(tmp_path):
     g = tmp_path / "g.json"
-    g.write_text('{"experiment": "exp1", "presets": ["exp1_cnn"], "levels": [0],\n'
+    g.write_text('{"experiment": "exp1", "presets": ["exp1_fconv"], "levels": [0],\n'
                  '"seeds": [1],\n"seeds": [2]}')
     with pytest.raises(GridError, match=rf"^{g}:3: key 'seeds' is repeated"):
         load_grid(g)
@@ -364,12 +364,12 @@ def test_schedule_bounds(tmp_path, capsys):
     for opt, value, bound in (("--max-update", "99999999999999999999", "1..1000000000"),
                               ("--epochs", "1e9", "(0, 100000]")):
         with pytest.raises(SystemExit) as e:  # argparse's error
-            cli(["train-args", "exp1_cnn", "--data", ".", opt, value])
+            cli(["train-args", "exp1_fconv", "--data", ".", opt, value])
         assert e.value.code == 2
         line = one_error_line(capsys.readouterr().err)
         assert f"argument {opt}" in line and bound in line
     f = tmp_path / "p.json"
-    f.write_text('{"my": {"extends": "exp1_cnn", "epochs": 1e9}}')
+    f.write_text('{"my": {"extends": "exp1_fconv", "epochs": 1e9}}')
     with pytest.raises(PresetError, match=r"'epochs' = 1000000000.0, but it must be a "
                                           r"positive number <= 100000"):
         load_presets(f)

@@ -53,7 +53,7 @@ def test_train_args_works_from_a_plain_install(installed):
     tmp, env = installed
     (tmp / "data").mkdir()
     data = write_tiny_corpus(tmp / "data")  # 4 x 5 = 20 training pairs
-    res = run([tmp / "target" / "bin" / "fairseq-entropy", "train-args", "exp1_cnn",
+    res = run([tmp / "target" / "bin" / "fairseq-entropy", "train-args", "exp1_fconv",
                "--data", data], cwd=tmp, env=env)
     args = res.stdout.split()
     # 20 commands, batch 32: 1 update per epoch; 24 epochs (20 is not in
@@ -84,13 +84,13 @@ def test_recipes_dir_points_into_the_install(installed):
 def test_sweep_of_a_plain_install_runs_the_installed_package(installed):
     tmp, env = installed
     grid = tmp / "g.toml"
-    grid.write_text('experiment = "exp1"\npresets = ["exp1_cnn"]\nlevels = [3]\nseeds = [1]\n'
+    grid.write_text('experiment = "exp1"\npresets = ["exp1_fconv"]\nlevels = [3]\nseeds = [1]\n'
                     'n = [320]\nschedule = {max_update = 2}\n')
     out = run([tmp / "target" / "bin" / "fairseq-entropy", "sweep", grid, "--root",
                tmp / "s", "--dry-run", "--device", "cpu", "--jobs", "1"], cwd=tmp,
               env=env).stdout
     (line,) = [ln for ln in out.splitlines() if " -m fairseq_entropy.cli run " in ln]
-    assert " run exp1_cnn " in line
+    assert " run exp1_fconv " in line
     # the installed recipes are where recipes-dir says, for a user's own --recipe
     recipes = run([tmp / "target" / "bin" / "fairseq-entropy", "recipes-dir"], cwd=tmp,
                   env=env).stdout.strip()

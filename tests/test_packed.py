@@ -42,7 +42,7 @@ TINY_TRANSFORMER = ["--embed-dim", "32", "--attention-heads", "2", "--encoder-la
                     "--decoder-layers", "2"]
 ARCHS = {
     "scan_cnn_paper": ["--arch", "scan_cnn_paper", *SMOOTHED, "--random-batches"],
-    # fairseq's fconv (exp1_cnn), with length-sorted batches (no --random-batches)
+    # fairseq's fconv (exp1_fconv), with length-sorted batches (no --random-batches)
     "fconv": ["--arch", "fconv_scan_exp1", *SMOOTHED],
     "transformer_sinusoidal": ["--arch", "scan_transformer_paper", *TINY_TRANSFORMER,
                                *SMOOTHED, "--random-batches"],

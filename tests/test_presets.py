@@ -40,7 +40,7 @@ def test_every_packaged_arch_is_registered_and_known_without_importing_fairseq()
     # the check of a packaged preset's arch leaves fairseq unimported (as the CLI starts)
     code = ("import sys; from fairseq_entropy.experiments.archs import check_arch; "
             "from fairseq_entropy.experiments.presets import load_presets; "
-            "check_arch('exp1_cnn', load_presets()['exp1_cnn']); "
+            "check_arch('exp1_fconv', load_presets()['exp1_fconv']); "
             "assert 'fairseq' not in sys.modules, 'fairseq imported'; "
             "check_arch('my', {'arch': 'lstm_wiseman_iwslt_de_en'}); "
             "assert 'fairseq' in sys.modules, 'a fairseq arch is looked up'")
@@ -275,13 +275,13 @@ def test_a_copy_of_the_packaged_file_loads_as_the_packaged_presets(tmp_path):
 
 def test_a_user_preset_redefining_a_packaged_name_is_refused(tmp_path):
     path = tmp_path / "mine.json"
-    path.write_text(json.dumps({"mine": {"extends": "exp1_cnn"},
-                                "exp1_cnn": {"extends": "exp1_cnn_authors", "lr": 1}}, indent=2))
+    path.write_text(json.dumps({"mine": {"extends": "exp1_fconv"},
+                                "exp1_fconv": {"extends": "exp1_cnn_authors", "lr": 1}}, indent=2))
     with pytest.raises(PresetError) as e:
         load_presets(path)
     assert str(e.value) == (
-        f"{path}:5: preset 'exp1_cnn' redefines the packaged preset of that name. Fix: give "
-        "yours another name, e.g. \"my_exp1_cnn\": {\"extends\": \"exp1_cnn\", ...} with only "
+        f"{path}:5: preset 'exp1_fconv' redefines the packaged preset of that name. Fix: give "
+        "yours another name, e.g. \"my_exp1_cnn\": {\"extends\": \"exp1_fconv\", ...} with only "
         "the keys that differ")
 
 
@@ -306,11 +306,30 @@ def test_train_args_lists_a_users_preset_that_extends_a_packaged_one(tmp_path, c
     assert [ln.split("\t")[0] for ln in lines] == sorted([*concrete, "my_cnn_small"])
     mine = next(ln for ln in lines if ln.startswith("my_cnn_small\t")).split("\t")
     assert mine[1:4] == ["exp1", "my_cnn", "scan_cnn_paper"]
-    for extra in (["exp1_cnn"], ["--field", "arch"], ["--data", "unused"]):
+    for extra in (["exp1_fconv"], ["--field", "arch"], ["--data", "unused"]):
         assert cli(["train-args", "--list", *extra]) == 2
         assert "Fix: pass --list alone" in capsys.readouterr().err
     assert cli(["train-args"]) == 2
     assert "Fix: pass a preset name (fairseq-entropy train-args --list lists them)" in \
         capsys.readouterr().err
-    assert cli(["train-args", "exp1_cnn"]) == 2
+    assert cli(["train-args", "exp1_fconv"]) == 2
     assert "Fix: pass --data LEVEL_DATABIN" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("old, new", [("exp1_cnn", "exp1_fconv"), ("exp2_cnn", "exp2_fconv")])
+def test_a_renamed_preset_is_refused_with_its_new_name(tmp_path, capsys, old, new):
+    """The former names of the fconv presets are no presets: train-args, run's preset check and
+    a grid name the preset they were renamed to."""
+    from fairseq_entropy.cli import main as cli
+    from fairseq_entropy.experiments.grids import GridError, load_grid
+
+    assert old not in presets_module.load_presets() and new in presets_module.load_presets()
+    assert cli(["train-args", old, "--data", "unused", "--field", "arch"]) == 2
+    err = capsys.readouterr().err
+    assert f"preset {old!r} is now named {new!r}" in err and f"Fix: pass {new}" in err
+    assert cli(["train-args", new, "--data", "unused", "--field", "arch"]) == 0
+    assert capsys.readouterr().out == f"fconv_scan_{old[:4]}\n"
+    grid = tmp_path / "g.toml"
+    grid.write_text(f'experiment = "{old[:4]}"\npresets = ["{old}"]\nlevels = [1]\nseeds = [1]\n')
+    with pytest.raises(GridError, match=rf"g.toml:2: preset '{old}' is now named '{new}'"):
+        load_grid(grid)

@@ -174,7 +174,7 @@ def check_run_stopped(proc, run, pids):
 
 def test_term_to_run_stops_the_trainers_group_and_frees_the_lock(tmp_path):
     bindir, databin, run, pids = fake_run_setup(tmp_path)
-    proc = subprocess.Popen([str(bindir / "fairseq-entropy"), "run", "exp1_cnn", str(databin),
+    proc = subprocess.Popen([str(bindir / "fairseq-entropy"), "run", "exp1_fconv", str(databin),
                              str(run), "--device", "cpu"], stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True,
                             env=env(PIDS=str(pids), FAKE_TRAIN=str(tmp_path / "fake-train")))
@@ -183,7 +183,7 @@ def test_term_to_run_stops_the_trainers_group_and_frees_the_lock(tmp_path):
 
 def test_term_to_train_level_sh_stops_the_trainer_and_frees_the_lock(tmp_path):
     bindir, databin, run, pids = fake_run_setup(tmp_path)
-    proc = subprocess.Popen(["bash", str(REPO / "recipes" / "train_level.sh"), "exp1_cnn",
+    proc = subprocess.Popen(["bash", str(REPO / "recipes" / "train_level.sh"), "exp1_fconv",
                              str(databin), str(run)], stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True,
                             env={**env(PIDS=str(pids), FAKE_TRAIN=str(tmp_path / "fake-train"),
@@ -286,7 +286,7 @@ def test_term_to_a_local_sweep_stops_its_cells_and_starts_no_more(tmp_path):
     from fairseq_entropy.experiments.grids import load_grid
 
     grid = tmp_path / "two.toml"
-    grid.write_text('experiment = "exp1"\npresets = ["exp1_cnn"]\nlevels = [3]\n'
+    grid.write_text('experiment = "exp1"\npresets = ["exp1_fconv"]\nlevels = [3]\n'
                     'seeds = [5, 6]\nn = [320]\nschedule = {max_update = 80}\n')
     root, started_log, pids = tmp_path / "root", tmp_path / "started", tmp_path / "pids"
     for cell in load_grid(grid).cells():  # data marked as binarized: no build runs

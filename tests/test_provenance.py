@@ -444,7 +444,7 @@ def test_a_cut_off_last_checkpoint_is_never_a_seed_of_the_finished_runs_cell(tmp
     assert schedule_label(done, "last") == "max_update=300 args=abababab"
     assert schedule_label(cut, "last") == "max_update=300 args=abababab unfinished=30"
     assert schedule_label(cut, "best") == "max_update=300 args=abababab"
-    rec = {"experiment": "exp1", "preset": "exp1_cnn", "model": "cnn", "n_train": 6000,
+    rec = {"experiment": "exp1", "preset": "exp1_fconv", "model": "cnn", "n_train": 6000,
            "level": "entropy_1.5", "entropy_bits": 1.5, "checkpoint": "last", "data_seed": 1,
            "n": 100}
     for seed, schedule, correct in ((1, done, 99), (2, cut, 1)):

@@ -67,10 +67,10 @@ def test_recipe_maps_its_environment_to_run_options(tmp_path):
     for k in ("SEED", "EPOCHS", "MAX_UPDATE", "DEVICE", "GEN_BATCH", "VALID_BATCH",
               "SCORE_BEST", "SELECT", "PRESETS", "USER_DIR"):
         base.pop(k, None)
-    recipe = ["bash", str(REPO / "recipes" / "train_level.sh"), "exp1_cnn", "bin/l", "runs/l"]
+    recipe = ["bash", str(REPO / "recipes" / "train_level.sh"), "exp1_fconv", "bin/l", "runs/l"]
     subprocess.run(recipe, env=base, check=True)
     assert out.read_text().splitlines() == [
-        "run", "exp1_cnn", "bin/l", "runs/l", "--seed", "1", "--select", "valid",
+        "run", "exp1_fconv", "bin/l", "runs/l", "--seed", "1", "--select", "valid",
         "--gen-batch", "512", "--valid-batch", "512", "--"]
     subprocess.run(recipe + ["--valid-subset", "valid,test", "--lr", "1e-4"], check=True,
                    env=dict(base, SEED="7", EPOCHS="2.5", MAX_UPDATE="30", DEVICE="cpu",
@@ -78,7 +78,7 @@ def test_recipe_maps_its_environment_to_run_options(tmp_path):
                             SELECT="test-loss", PRESETS="my presets.json",
                             USER_DIR="my plugin"))
     assert out.read_text().splitlines() == [
-        "run", "exp1_cnn", "bin/l", "runs/l", "--seed", "7", "--select", "test-loss",
+        "run", "exp1_fconv", "bin/l", "runs/l", "--seed", "7", "--select", "test-loss",
         "--gen-batch", "64", "--valid-batch", "32", "--epochs", "2.5", "--max-update", "30",
         "--device", "cpu", "--no-score-best", "--presets", "my presets.json", "--user-dir",
         "my plugin", "--", "--valid-subset", "valid,test", "--lr", "1e-4"]
@@ -94,16 +94,16 @@ def test_options_after_the_positionals_and_extra_args_after_the_dashes(tmp_path,
 
     import fairseq_entropy.experiments.run as run_module
     monkeypatch.setattr(run_module, "run_level", fake_run_level)
-    assert cli(["run", "exp1_cnn", "bin", "run", "--seed", "3", "--device", "cpu",
+    assert cli(["run", "exp1_fconv", "bin", "run", "--seed", "3", "--device", "cpu",
                 "--no-score-best", "--", "--lr", "1e-4"]) == 0
     assert seen["seed"] == 3 and seen["device"] == "cpu" and seen["score_best"] is False
     assert seen["extra_args"] == ["--lr", "1e-4"] and seen["select"] == "valid"
     assert seen["gen_batch"] == seen["valid_batch"] == 512
     # extra arguments straight after the positionals, and a `--` among the extra arguments
-    assert cli(["run", "exp1_cnn", "bin", "run", "--", "--lr", "1e-4", "--", "x"]) == 0
+    assert cli(["run", "exp1_fconv", "bin", "run", "--", "--lr", "1e-4", "--", "x"]) == 0
     assert seen["extra_args"] == ["--lr", "1e-4", "--", "x"] and seen["seed"] == 1
     with pytest.raises(SystemExit):
-        cli(["run", "exp1_cnn", "bin", "run", "--select", "test"])
+        cli(["run", "exp1_fconv", "bin", "run", "--select", "test"])
 
 
 def test_bad_input_is_refused_with_a_fix(tmp_path, capsys):
@@ -111,8 +111,8 @@ def test_bad_input_is_refused_with_a_fix(tmp_path, capsys):
         run_level("nope", tmp_path, tmp_path / "run")
     assert not (tmp_path / "run").exists()
     with pytest.raises(DataDirError, match="no-data: no such directory. Fix:"):
-        run_level("exp1_cnn", tmp_path / "no-data", tmp_path / "run")
-    assert cli(["run", "exp1_cnn", str(tmp_path / "no-data"), str(tmp_path / "run")]) == 2
+        run_level("exp1_fconv", tmp_path / "no-data", tmp_path / "run")
+    assert cli(["run", "exp1_fconv", str(tmp_path / "no-data"), str(tmp_path / "run")]) == 2
     assert "no such directory. Fix:" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()  # refused before the lock: nothing written
 
@@ -120,16 +120,16 @@ def test_bad_input_is_refused_with_a_fix(tmp_path, capsys):
 def test_a_user_dir_must_be_a_package_and_not_among_the_extra_args(tmp_path, capsys):
     run = tmp_path / "run"
     (tmp_path / "plugin").mkdir()
-    assert cli(["run", "exp1_cnn", "bin", str(run), "--user-dir", str(tmp_path / "plugin")]) == 2
+    assert cli(["run", "exp1_fconv", "bin", str(run), "--user-dir", str(tmp_path / "plugin")]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"fairseq-entropy: error: --user-dir {tmp_path / 'plugin'}: not "
                           "a Python package directory (no __init__.py in it). Fix: ")
-    assert cli(["run", "exp1_cnn", "bin", str(run), "--seed", "1", "--", "--user-dir",
+    assert cli(["run", "exp1_fconv", "bin", str(run), "--seed", "1", "--", "--user-dir",
                 "x"]) == 2
     assert "Fix: pass it as 'fairseq-entropy run --user-dir DIR' (USER_DIR=DIR for " \
         "train_level.sh): here it would reach fairseq-train but not fairseq-generate" in \
         capsys.readouterr().err
-    assert cli(["run", "exp1_cnn", "bin", str(run), "--seed", "1", "--", "--user-dir=x"]) == 2
+    assert cli(["run", "exp1_fconv", "bin", str(run), "--seed", "1", "--", "--user-dir=x"]) == 2
     assert "would reach fairseq-train" in capsys.readouterr().err
     assert not run.exists()
 
@@ -140,7 +140,7 @@ def test_every_option_the_run_sets_is_refused_among_the_extra_args(option, tmp_p
     (and records) is refused after ``--``, as --opt VALUE and as --opt=VALUE, with its fix."""
     run = tmp_path / "run"
     for extra in ([option, "5"], [f"{option}=5"]):
-        assert cli(["run", "exp1_cnn", "bin", str(run), "--", "--dropout", "0.2",
+        assert cli(["run", "exp1_fconv", "bin", str(run), "--", "--dropout", "0.2",
                     *extra]) == 2
         err = capsys.readouterr().err
         assert err.startswith(f"fairseq-entropy: error: {option} among the extra fairseq-train "
@@ -152,9 +152,9 @@ def test_every_option_the_run_sets_is_refused_among_the_extra_args(option, tmp_p
 def test_a_held_lock_makes_the_run_locked_and_touches_nothing(databin, tmp_path, capsys):
     run = tmp_path / "run"
     with RunLock(run):
-        result = run_level("exp1_cnn", databin, run)
+        result = run_level("exp1_fconv", databin, run)
         assert result.status == "locked" and f"is locked by pid {os.getpid()}" in result.reason
-        assert cli(["run", "exp1_cnn", str(databin), str(run)]) == LOCKED_EXIT
+        assert cli(["run", "exp1_fconv", str(databin), str(run)]) == LOCKED_EXIT
         assert "fairseq-entropy run: " in capsys.readouterr().err
         assert sorted(p.name for p in run.iterdir()) == [".lock"]
 
@@ -202,7 +202,7 @@ def children_of(pid):
 
 def test_sigterm_stops_fairseq_train_and_frees_the_lock(databin, tmp_path):
     run = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-m", "fairseq_entropy.cli", "run", "exp1_cnn",
+    proc = subprocess.Popen([sys.executable, "-m", "fairseq_entropy.cli", "run", "exp1_fconv",
                              str(databin), str(run), "--max-update", "100000", "--device",
                              "cpu"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=env())

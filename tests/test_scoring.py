@@ -295,7 +295,7 @@ def test_score_needs_a_known_preset_and_seed(tmp_path, capsys):
     gen = tmp_path / "gen.txt"
     gen.write_text(GEN)
     level = make_level(tmp_path / "level")
-    assert cli(["score", str(gen), "--out", str(tmp_path / "s"), "--preset", "exp1_cnn",
+    assert cli(["score", str(gen), "--out", str(tmp_path / "s"), "--preset", "exp1_fconv",
                 "--seed", "1", "--checkpoint", "last"]) == 2
     err = capsys.readouterr().err
     assert "the decoded data is unknown (no --data; no checkpoint at " in err
@@ -343,8 +343,8 @@ def test_score_reads_seed_data_and_preset_from_the_checkpoint(tmp_path, capsys):
     # options that contradict the checkpoint are refused
     assert score(gen, tmp_path / "o", level2, "--path", str(ckpt), "--seed", "4") == 2
     assert "--seed 4 contradicts" in capsys.readouterr().err
-    assert score(gen, tmp_path / "o", level2, "--path", str(ckpt), preset="exp1_cnn") == 2
-    assert "trained with --arch scan_transformer_paper, but preset exp1_cnn uses " \
+    assert score(gen, tmp_path / "o", level2, "--path", str(ckpt), preset="exp1_fconv") == 2
+    assert "trained with --arch scan_transformer_paper, but preset exp1_fconv uses " \
         "fconv_scan_exp1" in capsys.readouterr().err
     assert score(gen, tmp_path / "o", level2, "--path", str(ckpt)) == 0
     rec = json.loads((tmp_path / "o" / "score.json").read_text())

@@ -38,7 +38,9 @@ def test_every_paper_grid_expands():
              "demo_cnn": 3 * 2, "exp1_cnn_authors": 7 * 5, "exp1_direction_cnn": 5 * 5,
              "batch_pool_transformer": 7 * 5, "exp1_lm": 4 * 7 * 5, "exp2_lm": 3 * 8 * 5,
              "exp1_equivariant_decoder_input": 2 * 7 * 5}
-    assert sorted(sizes) == sorted(p.stem for p in GRIDS.glob("*.toml"))  # every grid file
+    # every grid file but cogs_entropy, which needs COGS itself (tests/test_cogs_sweep.py)
+    assert sorted(sizes) == sorted(p.stem for p in GRIDS.glob("*.toml")
+                                   if p.stem != "cogs_entropy")
     for name, n in sizes.items():
         grid = load_grid(GRIDS / f"{name}.toml")
         assert len(grid.cells()) == n, name
@@ -57,9 +59,9 @@ def test_cells_share_data_across_presets_and_paths_are_distinct(tmp_path):
     cells = load_grid(GRIDS / "exp1.toml").cells()
     assert len({c.data_key for c in cells}) == 35          # 7 levels x 5 seeds, 6 presets
     assert len({c.run_dir(tmp_path) for c in cells}) == 210
-    c = Cell("exp1", "exp1_cnn", "cnn", 6000, 830, 1.5, Schedule())
+    c = Cell("exp1", "exp1_fconv", "cnn", 6000, 830, 1.5, Schedule())
     assert c.databin(tmp_path) == tmp_path / "data-bin/exp1/n6000/seed830/entropy_1.5"
-    assert c.run_dir(tmp_path) == tmp_path / "runs/exp1/exp1_cnn/n6000/seed830/entropy_1.5"
+    assert c.run_dir(tmp_path) == tmp_path / "runs/exp1/exp1_fconv/n6000/seed830/entropy_1.5"
 
 
 def test_dry_run_lists_the_35_cells_of_the_sinusoidal_grid(tmp_path, capsys):
@@ -184,12 +186,12 @@ def test_bad_grids_are_refused_with_file_and_fix(tmp_path):
     with pytest.raises(GridError, match=r"g.toml:4: unknown preset 'nope'"):
         load_grid(grid(base + 'presets = ["nope"]\n'))
     with pytest.raises(GridError, match="is a preset of exp2 but the grid is of exp1"):
-        load_grid(grid(base + 'presets = ["exp2_cnn"]\n'))
+        load_grid(grid(base + 'presets = ["exp2_fconv"]\n'))
     with pytest.raises(GridError, match="n is given.*Fix: remove n"):
         load_grid(grid('experiment = "exp2"\nlevels = [1]\nseeds = [1]\nn = [6000]\n'
-                       'presets = ["exp2_cnn"]\n'))
+                       'presets = ["exp2_fconv"]\n'))
     with pytest.raises(GridError, match="unknown key.*seed"):
-        load_grid(grid(base + 'presets = ["exp1_cnn"]\nseed = 3\n'))
+        load_grid(grid(base + 'presets = ["exp1_fconv"]\nseed = 3\n'))
     with pytest.raises(GridError, match="missing key 'presets'"):
         load_grid(grid(base))
 
@@ -201,7 +203,7 @@ def test_build_args_build_another_component_class_under_paths_of_its_own(tmp_pat
     assert cells[-1].databin(tmp_path) == tmp_path / f"data-bin/{tag}/n6000/seed830/entropy_1.58"
     assert cells[-1].run_dir(tmp_path) == (
         tmp_path / f"runs/{tag}/exp1_cnn_authors/n6000/seed830/entropy_1.58")
-    four = Cell("exp1", "exp1_cnn", "cnn", 6000, 1, 1.0, build_args=("--verbs", "a,b,c,d"))
+    four = Cell("exp1", "exp1_fconv", "cnn", 6000, 1, 1.0, build_args=("--verbs", "a,b,c,d"))
     assert four.data_tag == "exp1+verbs=a-b-c-d"  # fairseq reads commas as path lists
     verbs = Cell("exp1", "exp1_cnn_authors", "cnn", 6000, 830, 1.2)
     assert verbs.data_key != cells[3].data_key and verbs.level == cells[3].level
@@ -248,7 +250,7 @@ def test_a_build_args_cell_is_named_apart_from_the_paper_cell_of_its_seed_and_le
 
 
 def test_bad_build_args_are_refused(tmp_path):
-    def grid(extra, experiment="exp1", preset="exp1_cnn"):
+    def grid(extra, experiment="exp1", preset="exp1_fconv"):
         p = tmp_path / "g.toml"
         p.write_text(f'experiment = "{experiment}"\nlevels = [1]\nseeds = [1]\n'
                      f'presets = ["{preset}"]\n{extra}\n')
@@ -260,7 +262,7 @@ def test_bad_build_args_are_refused(tmp_path):
                                             r"value pairs of --component"):
             load_grid(grid(f"build_args = {bad}"))
     with pytest.raises(GridError, match="only Experiment 1.*Fix: remove build_args"):
-        load_grid(grid('build_args = ["--component", "direction"]', "exp2", "exp2_cnn"))
+        load_grid(grid('build_args = ["--component", "direction"]', "exp2", "exp2_fconv"))
 
 
 # ---------------------------------------------------------------------------------- locks
@@ -280,7 +282,7 @@ def test_second_launch_is_refused_and_touches_nothing(tiny_data, tmp_path, capsy
             in capsys.readouterr().err
         assert not (run / "ran").exists()
         # the recipe itself: refused before it trains, decodes or scores anything
-        res = subprocess.run(["bash", str(REPO / "recipes" / "train_level.sh"), "exp1_cnn",
+        res = subprocess.run(["bash", str(REPO / "recipes" / "train_level.sh"), "exp1_fconv",
                               str(load_cell(tiny_data).databin(tiny_data)), str(run)],
                              capture_output=True,
                              text=True, env=env(DEVICE="cpu"))
@@ -425,7 +427,7 @@ def test_local_executor_packs_k_runs_per_gpu(capsys):
             raise RuntimeError("boom")
         return sweep.CellResult(cell.name, "done", accuracy=0.5)
 
-    cells = [Cell("exp1", "exp1_cnn", "cnn", 6000, s, 3.0) for s in range(8)]
+    cells = [Cell("exp1", "exp1_fconv", "cnn", 6000, s, 3.0) for s in range(8)]
     results = executors.run_local(cells, "unused", slots, runner)
     assert peak == {"0": 2, "1": 2}
     assert sorted(seen) == ["0"] * 4 + ["1"] * 4
@@ -448,7 +450,7 @@ echo "{\\"accuracy\\": 0.$SEED}" > "$run/last/score.json"
 def fake_cells(tmp_path):
     recipe = tmp_path / "fake_train.sh"
     recipe.write_text(FAKE_RECIPE)
-    cells = [Cell("exp1", "exp1_cnn", "cnn", 6000, s, 3.0) for s in (5, 2)]
+    cells = [Cell("exp1", "exp1_fconv", "cnn", 6000, s, 3.0) for s in (5, 2)]
     for c in cells:  # data already binarized: prepare_data skips it
         c.databin(tmp_path).mkdir(parents=True)
         (c.databin(tmp_path) / "manifest.json").write_text("{}")
@@ -474,8 +476,8 @@ def test_submitit_executor_in_its_local_mode(tmp_path):
     assert [r.status for r in again] == ["skipped", "failed"]
     table = sweep_status.write_status(again, tmp_path / "status.tsv").read_text().splitlines()
     assert table[0] == "cell\tstatus\taccuracy\twall_s\treason"
-    assert table[1].startswith("exp1_cnn/n6000/seed2/entropy_3.0\tfailed\t\t")
-    assert table[2].startswith("exp1_cnn/n6000/seed5/entropy_3.0\tskipped\t0.500000\t")
+    assert table[1].startswith("exp1_fconv/n6000/seed2/entropy_3.0\tfailed\t\t")
+    assert table[2].startswith("exp1_fconv/n6000/seed5/entropy_3.0\tskipped\t0.500000\t")
     assert sweep_status.format_summary(again).startswith(
         "sweep finished: done 0, failed 1, skipped 1, locked 0, cancelled 0\n")
 
@@ -500,7 +502,7 @@ def test_status_file_gets_each_cells_row_as_soon_as_it_finishes(tmp_path):
     """One worker slot: while the second cell runs, the status file already holds the first
     cell's outcome in place of the row a stopped sweep left, and the second's old row."""
     status = tmp_path / "sweep-status.tsv"
-    cells = [Cell("exp1", "exp1_cnn", "cnn", 6000, s, 3.0) for s in (1, 2)]
+    cells = [Cell("exp1", "exp1_fconv", "cnn", 6000, s, 3.0) for s in (1, 2)]
     stopped = "the sweep was stopped (signal 15) before this cell finished: re-run to resume"
     sweep_status.write_status([sweep.CellResult(c.name, "cancelled", stopped) for c in cells],
                               status)
@@ -545,7 +547,7 @@ def test_a_cell_ended_by_a_stop_signal_is_recorded_cancelled_not_failed(tmp_path
     from fairseq_entropy.experiments.processes import CHILDREN
 
     status = tmp_path / "sweep-status.tsv"
-    cells = [Cell("exp1", "exp1_cnn", "cnn", 6000, s, 3.0) for s in (1, 2)]
+    cells = [Cell("exp1", "exp1_fconv", "cnn", 6000, s, 3.0) for s in (1, 2)]
 
     def runner(cell, slot):
         if cell.seed == 1:
@@ -625,7 +627,7 @@ def test_a_resumed_cells_wall_time_counts_its_earlier_segments(tiny_data, tmp_pa
 
 # --------------------------------------------------------------------------- kill, resume
 TINY_GRID = """experiment = "exp1"
-presets = ["exp1_cnn"]
+presets = ["exp1_fconv"]
 levels = [3]
 seeds = [5]
 n = [320]

@@ -19,7 +19,7 @@ from _toy import tiny_level  # noqa: E402
 
 BIN = Path(sys.executable).parent
 GRID = """experiment = "exp1"
-presets = ["exp1_cnn"]
+presets = ["exp1_fconv"]
 levels = [0, 3]
 seeds = [5]
 n = [320]
@@ -27,7 +27,7 @@ schedule = {{max_update = 4}}
 {extra}"""
 
 
-def cell(level, preset="exp1_cnn", schedule=Schedule(max_update=4), seed=5):
+def cell(level, preset="exp1_fconv", schedule=Schedule(max_update=4), seed=5):
     return Cell("exp1", preset, "cnn", 320, seed, level, schedule)
 
 
@@ -58,7 +58,7 @@ def test_cells_are_packed_by_preset_and_schedule_in_grid_order(tmp_path):
     units = packs.make_packs(cells, tmp_path, 2)
     got = [[c.level for c in packs.cells_of(u)] if isinstance(u, packs.Pack) else u.level
            for u in units]
-    # exp1_cnn max_update 4: 5 cells -> 2 + 2 + 1 alone; the other preset and the other
+    # exp1_fconv max_update 4: 5 cells -> 2 + 2 + 1 alone; the other preset and the other
     # schedule are each a group of one, so alone
     assert [len(c) for c in packs._chunks(cells[:5] * 7, 16)] == [12, 12, 11]  # 35 cells
     assert got == [[0, 0.5], [1, 1.5], 2, 0, 3]
@@ -66,29 +66,29 @@ def test_cells_are_packed_by_preset_and_schedule_in_grid_order(tmp_path):
     assert packs.make_packs(cells, tmp_path, 1) == cells and \
         packs.make_packs(cells, tmp_path, 0) == cells
     first = units[0]
-    assert first.dir.parent == tmp_path / "packs/exp1/exp1_cnn/n320"
-    assert first.label() == ("exp1_cnn/n320/" + first.dir.name
+    assert first.dir.parent == tmp_path / "packs/exp1/exp1_fconv/n320"
+    assert first.label() == ("exp1_fconv/n320/" + first.dir.name
                              + ": seed5/entropy_0.0, seed5/entropy_0.5")
 
 
 def test_a_pack_of_build_args_cells_is_named_as_its_cells_are(tmp_path):
     """A pack of cells built with ``build_args`` carries their data tag in its name, and its
     label lists each cell by the rest of the cell's name."""
-    tagged = [Cell("exp1", "exp1_cnn", "cnn", 320, 5, v, Schedule(max_update=4),
+    tagged = [Cell("exp1", "exp1_fconv", "cnn", 320, 5, v, Schedule(max_update=4),
                    ("--component", "direction", "--restricted", "left")) for v in (0, 0.4)]
     (pack,) = packs.make_packs(tagged, tmp_path, 2)
     tag = "exp1+component=direction+restricted=left"
-    assert pack.dir.parent == tmp_path / "packs" / tag / "exp1_cnn/n320"
-    assert pack.name == f"{tag}/exp1_cnn/n320/{pack.dir.name}"
+    assert pack.dir.parent == tmp_path / "packs" / tag / "exp1_fconv/n320"
+    assert pack.name == f"{tag}/exp1_fconv/n320/{pack.dir.name}"
     assert pack.label() == f"{pack.name}: seed5/entropy_0.0, seed5/entropy_0.4"
-    assert [c.name for c in tagged] == [f"{tag}/exp1_cnn/n320/seed5/entropy_{v}"
+    assert [c.name for c in tagged] == [f"{tag}/exp1_fconv/n320/seed5/entropy_{v}"
                                         for v in ("0.0", "0.4")]
 
 
 def test_a_cut_off_pack_is_taken_again_whole_and_trained_cells_stay_alone(tmp_path):
     cells = [cell(v) for v in (0, 0.5, 1, 1.5, 2)]
     old = packs.Pack(tuple(cells[1:3]), packs.pack_key(cells[1], tmp_path)[0],
-                     tmp_path / "packs/exp1/exp1_cnn/n320/pack-old")
+                     tmp_path / "packs/exp1/exp1_fconv/n320/pack-old")
     packs.write_description(old, tmp_path)
     (old.dir / "checkpoints").mkdir()
     (old.dir / "checkpoints" / "checkpoint_last.pt").write_bytes(b"packed")
@@ -188,7 +188,7 @@ def test_dry_run_shows_the_packs_and_writes_nothing(tmp_path, capsys):
     assert "3 pack(s) of 7 cell(s), 0 cell(s) on their own" in summary
     assert "the data are not built yet" in summary
     shown = [ln for ln in out if ln.startswith("# pack ")]
-    assert len(shown) == 3 and shown[0].startswith("# pack 1/3 (3 cells) exp1_cnn/n320/pack-?: ")
+    assert len(shown) == 3 and shown[0].startswith("# pack 1/3 (3 cells) exp1_fconv/n320/pack-?: ")
     assert shown[1].endswith(": seed5/entropy_1.5, seed5/entropy_2.0")
     assert shown[2].endswith(": seed5/entropy_2.5, seed5/entropy_3.0")
     assert not (tmp_path / "r").exists()
@@ -326,7 +326,7 @@ def test_a_pack_cut_off_resumes_from_its_packed_checkpoint(tiny_root, tmp_path):
     cmd = [sys.executable, "-m", "fairseq_entropy.cli", "sweep", str(grid), "--root",
            str(root), "--device", "cpu", "--jobs", "1", "--pack", "2"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    parent = root / "packs" / "exp1" / "exp1_cnn" / "n320"
+    parent = root / "packs" / "exp1" / "exp1_fconv" / "n320"
 
     def log():
         logs = list(parent.glob("pack-*/train.log"))

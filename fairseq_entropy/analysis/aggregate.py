@@ -263,9 +263,11 @@ def check_row(row: dict, where: str, fix: str, rec: Optional[dict] = None) -> No
     Checked: ``experiment`` (``exp1``/``exp2``/``scan``/``cogs``, then any ``+variant``),
     ``preset`` and ``model`` (names), ``n_train`` (a positive integer), ``level``
     (``entropy_<bits>`` for exp1, ``support_<k>`` for exp2), ``entropy_bits`` and the level's
-    bits (in [0, log2 of the verbs], :func:`_entropy_cap`; within the builder's tolerance of
-    the bits the level names, ``log2 k`` for ``support_<k>``; required for exp1 and exp2,
-    None allowed for SCAN splits and COGS, whose cells then have no point on a curve),
+    bits (in [0, log2 of the verbs], :func:`_entropy_cap`; a COGS level's bits are >= 0, its
+    slot holding hundreds of words; within the builder's tolerance of the bits the level
+    names, ``log2 k`` for ``support_<k>``, ``entropy_<bits>`` for a ``build cogs`` level;
+    required for exp1 and exp2, None allowed for SCAN splits and COGS's own training set,
+    whose cells then have no point on a curve),
     ``seed`` and ``data_seed`` (integers in 0..2**32-1), ``accuracy`` and the graded
     fractions (in [0, 1]; chrF and BLEU in [0, 100]), and the schedule's ``updates``,
     ``epochs``, ``preset_max_update`` (positive).
@@ -306,13 +308,15 @@ def check_row(row: dict, where: str, fix: str, rec: Optional[dict] = None) -> No
         need_cap = need_cap or float(m.group(1)) > 3
     if base == "exp2" and not re.fullmatch(r"support_[1-9]\d*", row["level"]):
         raise fail("level", "support_<k> for exp2, e.g. support_3")
-    cap = _entropy_cap(rec) if need_cap else 3.0 + 1e-6
+    cap = math.inf if base == "cogs" else _entropy_cap(rec) if need_cap else 3.0 + 1e-6
     if bits is not None and not (_is_real(bits) and 0 <= bits <= cap):
-        raise fail("entropy_bits", f"a number of bits in [0, {cap:.3g}] (log2 of the verbs)")
+        raise fail("entropy_bits", f"a number of bits in [0, {cap:.3g}] (log2 of the verbs)"
+                   if base != "cogs" else "a finite number of bits >= 0")
     if m and base == "exp1" and float(m.group(1)) > cap:
         raise fail("level", f"a level of at most {cap:.3g} bits (log2 of the verbs)")
     named = float(m.group(1)) if m and base == "exp1" else \
-        math.log2(int(row["level"][len("support_"):])) if base == "exp2" else None
+        math.log2(int(row["level"][len("support_"):])) if base == "exp2" else \
+        float(m.group(1)) if m and base == "cogs" and bits is not None else None
     if named is not None and bits is not None and \
             abs(bits - named) > ENTROPY_TOLERANCE_BITS + 1e-6:
         raise fail("entropy_bits", f"within {ENTROPY_TOLERANCE_BITS} bits of the "
@@ -367,9 +371,10 @@ def aggregate(roots: Sequence[str | os.PathLike], out_dir: str | os.PathLike,
         ``{"results", "summary", "curves", "plot", "report"}`` paths, ``"figures"`` (the
         ``fig_*.png`` paths), ``"experiments"`` (the rows' experiments, sorted),
         ``"cases"`` (``cases.tsv``
-        of :mod:`.cases`, accuracy per case over seeds; None when no score has cases; COGS
-        scores, which have no entropy level, are left out of the curves and the report, and
-        with only COGS scores the report's entries are None),
+        of :mod:`.cases`, accuracy per case over seeds; None when no score has cases; scores
+        of COGS's own training set, which have no entropy level, are left out of the curves
+        and the report, and with only those the report's entries are None; the levels of
+        ``build cogs`` are curves, one per case, preset, split and checkpoint),
         ``"agreement"`` (lines of
         :func:`.report.agreement_lines`), ``"table"`` (:func:`.report.format_table` of
         :func:`.statistics.summarize`) and ``"spearman"`` (:func:`.statistics.spearman`:
@@ -399,8 +404,10 @@ def aggregate(roots: Sequence[str | os.PathLike], out_dir: str | os.PathLike,
     earlier = {p for pattern in AGGREGATE_OUTPUTS for p in out.glob(pattern)}
     rows = collect_scores(roots)
     check_runs(rows)  # every row, COGS included: a run twice is refused before any write
-    # COGS has no entropy level per run: its rows go to results.tsv and cases.tsv only
-    curve_rows = [r for r in rows if r["experiment"].split("+", 1)[0] != "cogs"]
+    # COGS's own training set has no entropy level: its rows go to results.tsv and cases.tsv
+    # only; the levels of build cogs record theirs and are points of their case's curves
+    curve_rows = [r for r in rows if r["experiment"].split("+", 1)[0] != "cogs"
+                  or r["entropy_bits"] is not None]
     summary = summarize(curve_rows) if curve_rows else None  # refuses before any write
     atomic_write_text(out / "results.tsv", _tsv(rows, RESULT_COLUMNS + GRADED_COLUMNS))
     cases = write_cases_tsv(rows, out)

@@ -6,7 +6,8 @@ one PNG per paper figure and the overview plot, all drawn by :func:`plot_figure`
   model, one line per N;
 * ``fig_exp2.png``: Experiment 2, one panel per model;
 * ``fig_<experiment>+<variant>.png``: each data variant (another component class, subword
-  tokens; :func:`.provenance.data_variant`), which the paper does not report, on its own.
+  tokens, a COGS case of ``build cogs`` and its split; :func:`.provenance.data_variant`),
+  which the paper does not report, on its own.
 
 Each panel shows our mean (with its 95% bootstrap CI where a cell has 2 seeds or more) and its
 logistic fit (dotted, with its 95% bootstrap band over seeds) beside the paper's mean +- std in
@@ -41,7 +42,8 @@ def figure_of(record: dict) -> str:
 
 FIGURE_TITLES = {"exp1": "Experiment 1 (mixing): accuracy against second-slot entropy",
                  "exp1_train_size": "Experiment 1: other training-set sizes",
-                 "exp2": "Experiment 2 (support): accuracy against first-slot entropy"}
+                 "exp2": "Experiment 2 (support): accuracy against first-slot entropy",
+                 "cogs": "COGS (build cogs): accuracy against the tested slot's entropy"}
 
 
 def figure_title(name: str) -> str:

@@ -224,7 +224,9 @@ def data_variant(manifest: dict) -> str:
     - ``order=<v1-v2-...>``: another Experiment 2 support order than the authors';
     - ``<component>=<restricted value>``: another component class (``build --component``);
     - ``spm<N>`` (``spm<N>-source`` for commands only): subword tokens
-      (``binarize --spm-vocab``).
+      (``binarize --spm-vocab``);
+    - ``case=<case>``: a COGS level built for one generalization case (``build cogs``),
+      whose curve over the levels is the case's own.
 
     e.g. ``direction=left``, ``verb=walk`` or ``verbs=walk-jump+spm48``.  Aggregates keep each
     variant a curve of its own, named ``<experiment>+<variant>``, without the paper's values:
@@ -254,6 +256,8 @@ def data_variant(manifest: dict) -> str:
     if subword:
         side = subword.get("side", "both")
         parts.append(f"spm{subword.get('vocab_size')}" + ("" if side == "both" else f"-{side}"))
+    if experiment == "cogs" and manifest.get("case"):
+        parts.append(f"case={manifest['case']}")
     return "+".join(parts)
 
 
@@ -272,7 +276,8 @@ def provenance(manifest: dict, manifest_sha256: str, data_dir: str | os.PathLike
     when unknown), schedule (:func:`.schedules.schedule_record` of ``training``), schedule_label
     (:func:`.schedules.schedule_label`), decoding (the generation options of
     :func:`.decoding.check_decoding`, None when not known) and model_family
-    (:func:`model_family`).
+    (:func:`model_family`); a ``build cogs`` level adds case and held_out (its tested
+    (word, slot) pair).
 
     Raises:
         ScoreError: an unknown checkpoint label.
@@ -294,7 +299,9 @@ def provenance(manifest: dict, manifest_sha256: str, data_dir: str | os.PathLike
             "train_data_manifest_sha256": (training or {}).get("data_manifest_sha256"),
             "schedule": schedule, "decoding": decoding,
             "schedule_label": schedule_label(schedule, checkpoint, decoding),
-            "model_family": model_family(manifest)}
+            "model_family": model_family(manifest),
+            **({"case": manifest["case"], "held_out": manifest.get("held_out")}
+               if manifest.get("case") else {})}
 
 
 def model_family(manifest: dict) -> str:

@@ -188,6 +188,10 @@ def run_cogs(args) -> None:
     m = binarize_cogs(args.build_dir, args.out, args.workers)
     sizes = ", ".join(f"{k} {v}" for k, v in m["sizes"].items())
     print(f"COGS ({m['lf_format']} logical forms): {sizes}")
+    if m.get("case"):
+        print(f"{m['level']} of build cogs: case {m['case']}, {m['entropy_bits']:.4f} bits in "
+              f"{m['held_out']['slot']} (target {m['target_entropy_bits']:g}); its "
+              f"{m['sizes']['gen_case']} gen sentences are the split gen_case")
     for split, u in m["unknown_tokens"].items():
         if u["sentences"]:
             print(f"{split}: {u['source']} source and {u['target']} target tokens outside the "

@@ -1,5 +1,5 @@
-"""``fairseq-entropy build exp1|exp2|scan``: generate an entropy-controlled data set
-(:mod:`fairseq_entropy.scan.build_requests`)."""
+"""``fairseq-entropy build exp1|exp2|scan|cogs``: generate an entropy-controlled data set
+(:mod:`fairseq_entropy.scan.build_requests`; COGS: :mod:`fairseq_entropy.cogs.builder`)."""
 
 from __future__ import annotations
 
@@ -57,6 +57,26 @@ def add_parser(sub) -> None:
     s.add_argument("--actions", choices=["scan", "paper"], default="scan",
                    help="action vocabulary: SCAN's (I_WALK, I_TURN_LEFT, ...) or the paper's "
                         "(WALK, LTURN, ...)")
+    c = bsub.add_parser("cogs", help="COGS training sets whose tested slot of a lexical case "
+                                     "has a requested entropy (COGS's own sentences)")
+    c.add_argument("cogs_dir", help="directory with COGS's train.tsv, dev.tsv, gen.tsv (and "
+                                    "test.tsv), e.g. the data/ folder of COGS")
+    c.add_argument("--case", required=True,
+                   help="the lexical case whose held-out (word, slot) pair is tested, e.g. "
+                        "subj_to_obj_common (theme@object) or prim_to_obj_proper")
+    c.add_argument("--levels", type=options.floats, default="0,1,2,3,4",
+                   help="target entropies (bits) of the words in the tested slot, "
+                        "comma-separated")
+    c.add_argument("--seed", type=options.seed, default=1, help="data seed")
+    c.add_argument("--out", required=True, help="output directory (one subdir per level)")
+    c.add_argument("--slot-sentences", type=options.positive_int, default=None,
+                   help="sentences filling the tested slot at every level (default: those of "
+                        "its commonest word, so the range starts at 0 bits)")
+    c.add_argument("--size", type=options.positive_int, default=None,
+                   help="training sentences at every level (default: those holding the "
+                        "held-out word, the slot sentences and every sentence without the "
+                        "slot)")
+    c.add_argument("--force", action="store_true", help="replace a different build in --out")
 
 
 def requested_levels(args):
@@ -99,6 +119,8 @@ def run(args) -> None:
     from ..scan.builders import write_scan_language
     from ..scan.manifests import write_build
 
+    if args.experiment == "cogs":
+        return run_cogs(args)
     if args.experiment == "scan":
         if Path(args.out).is_dir():
             raise UserError(f"{args.out} is a directory. Fix: --out names the file to write")
@@ -116,3 +138,27 @@ def run(args) -> None:
     for lv in levels:
         print(level_summary(lv, grammar, asked))
     print(f"wrote {len(levels)} level(s) to {args.out}")
+
+
+def run_cogs(args) -> None:
+    """``build cogs``: plan every level (:func:`fairseq_entropy.cogs.builder.plan_cogs_build`;
+    an unreachable level is refused before anything is written), then write them
+    (:func:`fairseq_entropy.cogs.build_files.write_cogs_build`)."""
+    from ..cogs.build_files import write_cogs_build
+    from ..cogs.builder import plan_cogs_build
+
+    check_fairseq_path(args.out, "--out")
+    build = plan_cogs_build(args.cogs_dir, args.case, args.levels, args.seed,
+                            args.slot_sentences, args.size)
+    write_cogs_build(args.out, build, force=args.force)
+    r = build.record
+    low, high = r["reachable_bits"]
+    print(f"{args.case}: {r['held_out']['word']} held out of {r['held_out']['slot']}; "
+          f"{r['slot_sentences']} slot sentences of {r['size']}; reachable "
+          f"[{low:.3f}, {high:.3f}] bits")
+    for lv in build.levels:
+        f = lv.fields
+        print(f"{lv.name}: H = {f['entropy_bits']:.4f} bits (target "
+              f"{f['target_entropy_bits']:g}), {f['slot_words']} words in the slot, "
+              f"{len(lv.lines)} sentences")
+    print(f"wrote {len(build.levels)} level(s) to {args.out}")

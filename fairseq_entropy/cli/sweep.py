@@ -26,6 +26,8 @@ def add_parser(sub) -> None:
     w.add_argument("--n", type=options.positive_int, action="append", dest="n_train",
                    help="run only this training-set size N of the grid's n, in commands "
                         "(Experiment 1; repeatable)")
+    w.add_argument("--case", action="append", dest="cases",
+                   help="run only this case of a COGS grid's cases (repeatable)")
     w.add_argument("--jobs", type=options.positive_int,
                    help="cells at once (default: one per CPU core; on GPUs, GPUs x --per-gpu)")
     w.add_argument("--threads", type=options.positive_int,
@@ -89,7 +91,7 @@ def run(args) -> None:
     from ..experiments.run import RunOptions
 
     grid = load_grid(args.grid, args.presets, args.user_dir)
-    cells = grid.cells(args.preset, args.seed, args.level, args.n_train)
+    cells = grid.cells(args.preset, args.seed, args.level, args.n_train, args.cases)
     root = Path(args.root or Path("sweeps") / grid.name)
     check_fairseq_path(root, "--root")
     for p in [root, *root.parents]:
@@ -129,10 +131,8 @@ def run(args) -> None:
         if args.executor == "local" else [{}]
     if args.decode_sample:
         slots = [dict(s, DECODE_SAMPLE=str(args.decode_sample)) for s in slots]
-    shape = (f"{len(set(c.preset for c in cells))} preset(s) x {len(set(c.n for c in cells))} N x "
-             f"{len(set(c.level for c in cells))} levels x {len(set(c.seed for c in cells))} "
-             "seeds")
-    size = grid.pack if args.pack is None else args.pack
+    shape = status.grid_shape(cells)
+    size = grid.pack_size(args.pack)
     run_options = RunOptions(args.select, not args.no_score_best, args.gen_batch,
                              args.valid_batch)
     if size > 1 and args.select != "valid" and not args.no_score_best:
@@ -223,7 +223,7 @@ def check_buildable(grid_path, cells, root: Path) -> None:
     Each distinct (experiment, N, level, build arguments) whose data are not built under
     ``root`` yet is built once in memory, with the options of its sweep build command
     (:func:`fairseq_entropy.experiments.sweep.data_commands`) and the first of its seeds;
-    nothing is written.
+    nothing is written (COGS: :func:`~fairseq_entropy.experiments.sweep.check_cogs_levels`).
 
     Raises:
         UserError: naming the grid file, the cell and the builder's reason.
@@ -231,6 +231,8 @@ def check_buildable(grid_path, cells, root: Path) -> None:
     from ..experiments import sweep
     from . import build, build_parser
 
+    if cells and cells[0].experiment == "cogs":
+        return sweep.check_cogs_levels(grid_path, cells, root)
     parser, seen = build_parser(), set()
     for cell in cells:
         key = (cell.experiment, cell.n, cell.level, cell.build_args)

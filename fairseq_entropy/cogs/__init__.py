@@ -7,5 +7,8 @@
 * :mod:`.measure`: slot entropy per generalization case (the report of
   ``fairseq-entropy measure --format cogs``);
 * :mod:`.binarize`: the TSV files into a fairseq data-bin with a dictionary built from the
-  training split and the case of every sentence beside it.
+  training split and the case of every sentence beside it;
+* :mod:`.mixing`, :mod:`.builder`, :mod:`.build_files`: ``fairseq-entropy build cogs``, training
+  sets whose tested slot of a lexical case has a requested entropy (Wold et al., arXiv
+  2505.13089, Eq. 1), chosen from COGS's own training sentences, and their files.
 """

@@ -9,6 +9,12 @@ from the training split alone, so a token that only other splits hold becomes ``
 manifest counts such tokens per split and ``binarize`` prints the counts.  Beside the
 binary files, ``<split>.case`` holds the case of every sentence (line i = sample id i), which
 ``score`` reads to report accuracy per case and per case type.
+
+A level written by ``build cogs`` (its ``manifest.json`` has ``builder`` ``cogs``) keeps the
+build's record in the binarized manifest (:data:`BUILD_FIELDS`: the case, its held-out pair,
+the data seed, the target and measured entropy of the tested slot in bits) and gets one more
+split, :data:`CASE_SPLIT` (``gen_case``): the sentences of ``gen.tsv`` of the level's case
+(1000 on COGS), which ``fairseq-entropy run`` decodes and scores beside ``test``.
 """
 
 from __future__ import annotations
@@ -26,6 +32,11 @@ from .data import SPLITS, CogsExample, data_lf_format, read_cogs_tsv
 
 #: the suffix of the file of cases beside a binarized split (``gen.case``)
 CASE_SUFFIX = "case"
+#: the split of a ``build cogs`` level holding the gen sentences of its case only
+CASE_SPLIT = "gen_case"
+#: the fields of a ``build cogs`` level's manifest that its binarized manifest keeps
+BUILD_FIELDS = ("level", "case", "held_out", "seed", "target_entropy_bits", "entropy_bits",
+                "reachable_bits", "slot_sentences", "size")
 
 
 def build_dictionary(lines: List[str]) -> List[tuple]:
@@ -56,6 +67,27 @@ def read_cogs_dir(src_dir: str | os.PathLike) -> Dict[str, List[CogsExample]]:
             if (src / f"{stem}.tsv").is_file()}
 
 
+def build_record(src_dir: str | os.PathLike) -> Optional[dict]:
+    """The :data:`BUILD_FIELDS` of the ``build cogs`` level ``src_dir`` (from its
+    ``manifest.json``, with ``build_manifest_sha256``, that file's SHA-256), or None when
+    ``src_dir`` is no such level (COGS's own ``data/`` folder).
+
+    Raises:
+        DataFormatError: a ``manifest.json`` that is not valid JSON.
+    """
+    from ..files import read_json
+    from ..scan.manifests import manifest_sha256
+
+    path = Path(src_dir) / "manifest.json"
+    if not path.is_file():
+        return None
+    manifest = read_json(path)
+    if not isinstance(manifest, dict) or manifest.get("builder") != "cogs":
+        return None
+    return {**{k: manifest.get(k) for k in BUILD_FIELDS},
+            "build_manifest_sha256": manifest_sha256(path)}
+
+
 def binarize_cogs(src_dir: str | os.PathLike, out: str | os.PathLike, workers: int = 1,
                   name: Optional[str] = None) -> dict:
     """Binarize the COGS files of ``src_dir`` into ``out`` (module docstring).
@@ -68,21 +100,35 @@ def binarize_cogs(src_dir: str | os.PathLike, out: str | os.PathLike, workers: i
         name: the level name recorded in the manifest (default: ``out``'s name).
 
     Returns:
-        the manifest written as ``out/manifest.json``: ``experiment`` ``cogs``, ``level``,
-        ``grammar`` ``cogs``, ``lf_format`` (original or variable_free), ``sizes``,
+        the manifest written as ``out/manifest.json``: ``experiment`` ``cogs``, ``level``
+        (``name``, else a ``build cogs`` level's own, else ``out``'s name), ``grammar``
+        ``cogs``, ``lf_format`` (original or variable_free), ``sizes``,
         ``sources`` (path, SHA-256, lines per split), ``cases`` (per split: case ->
         sentences), ``unknown_tokens`` (per split: source and target tokens outside the
         training dictionaries, sentences holding one) and ``max_target_tokens`` (per split:
-        the longest logical form, for the decoding length, :func:`decode_max_len`).
+        the longest logical form, for the decoding length, :func:`decode_max_len`); for a
+        ``build cogs`` level also :func:`build_record`'s fields and the split
+        :data:`CASE_SPLIT`.
 
     Raises:
-        BinarizeError: a missing file (:func:`read_cogs_dir`), or fairseq-preprocess failing.
+        BinarizeError: a missing file (:func:`read_cogs_dir`), a ``build cogs`` level whose
+            ``gen.tsv`` has no sentence of its case, or fairseq-preprocess failing.
         DataFormatError: a bad file or line (names file:line).
     """
     import json
 
     splits = read_cogs_dir(src_dir)
     src = Path(src_dir)
+    build = build_record(src)
+    stems = {split: stem for stem, split in SPLITS.items()}
+    if build is not None:
+        splits[CASE_SPLIT] = [e for e in splits.get("gen", []) if e.case == build["case"]]
+        stems[CASE_SPLIT] = "gen"
+        if not splits[CASE_SPLIT]:
+            raise BinarizeError(f"{src / 'gen.tsv'}: no sentence of the level's case "
+                                f"{build['case']} ({src / 'manifest.json'}). Fix: build the "
+                                "level again with fairseq-entropy build cogs (it copies "
+                                "COGS's gen.tsv)")
     src_dict = build_dictionary([e.sentence for e in splits["train"]])
     tgt_dict = build_dictionary([e.lf for e in splits["train"]])
     known = ({t for t, _ in src_dict}, {t for t, _ in tgt_dict})
@@ -93,9 +139,9 @@ def binarize_cogs(src_dir: str | os.PathLike, out: str | os.PathLike, workers: i
         n = sum(any(x not in known[0] for x in e.sentence.split())
                 or any(x not in known[1] for x in e.lf.split()) for e in examples)
         unknown[split] = {"source": s, "target": t, "sentences": n}
-    stems = {split: stem for stem, split in SPLITS.items()}
     manifest = {
-        "experiment": "cogs", "level": name or Path(out).name, "grammar": "cogs",
+        "experiment": "cogs",
+        "level": name or (build or {}).get("level") or Path(out).name, "grammar": "cogs",
         "lf_format": data_lf_format(splits["train"]),
         "sizes": {split: len(ex) for split, ex in splits.items()},
         "sources": {split: {"path": str((src / f"{stems[split]}.tsv").resolve()),
@@ -106,6 +152,7 @@ def binarize_cogs(src_dir: str | os.PathLike, out: str | os.PathLike, workers: i
         "unknown_tokens": unknown,
         "max_target_tokens": {split: max(len(e.lf.split()) for e in ex)
                               for split, ex in splits.items()},
+        **{k: v for k, v in (build or {}).items() if k != "level"},
     }
     with atomic_directory(out) as tmp:
         raw = tmp / "raw"
@@ -120,18 +167,19 @@ def binarize_cogs(src_dir: str | os.PathLike, out: str | os.PathLike, workers: i
         standard = [s for s in ("train", "valid", "test") if s in splits]
         run_preprocess(raw, tmp, raw / "dict.in.txt", standard, workers,
                        raw / "dict.out.txt", allow_unk=True)
-        if "gen" in splits:  # fairseq-preprocess knows train/valid/test: gen goes as test
+        for other in (s for s in splits if s not in standard):
+            # fairseq-preprocess knows train/valid/test: gen (and gen_case) go as test
             gen_raw, gen_out = tmp / "gen_raw", tmp / "gen_out"
             gen_raw.mkdir()
             for lang in (SOURCE_LANG, TARGET_LANG):
-                os.replace(raw / f"gen.{lang}", gen_raw / f"test.{lang}")
+                os.replace(raw / f"{other}.{lang}", gen_raw / f"test.{lang}")
             run_preprocess(gen_raw, gen_out, raw / "dict.in.txt", ["test"], workers,
                            raw / "dict.out.txt", allow_unk=True)
             pair = f"{SOURCE_LANG}-{TARGET_LANG}"
             for lang in (SOURCE_LANG, TARGET_LANG):
                 for ext in ("bin", "idx"):
                     os.replace(gen_out / f"test.{pair}.{lang}.{ext}",
-                               tmp / f"gen.{pair}.{lang}.{ext}")
+                               tmp / f"{other}.{pair}.{lang}.{ext}")
             for p in (*gen_raw.iterdir(), *gen_out.iterdir()):
                 p.unlink()
             gen_raw.rmdir()
@@ -152,6 +200,19 @@ def decode_max_len(data_dir: str | os.PathLike) -> Optional[int]:
     manifest = Path(data_dir) / "manifest.json"
     longest = read_json(manifest).get("max_target_tokens") if manifest.is_file() else None
     return max(longest.values()) + 8 if isinstance(longest, dict) and longest else None
+
+
+def case_splits(data_dir: str | os.PathLike) -> List[str]:
+    """The splits of a binarized level that ``fairseq-entropy run`` decodes beside ``test``:
+    ``[CASE_SPLIT]`` for a ``build cogs`` level (its ``manifest.json`` names a ``case`` and
+    counts a :data:`CASE_SPLIT` split), else none."""
+    from ..files import read_json
+
+    manifest = Path(data_dir) / "manifest.json"
+    m = read_json(manifest) if manifest.is_file() else {}
+    sizes = m.get("sizes") if isinstance(m, dict) else None
+    return [CASE_SPLIT] if isinstance(sizes, dict) and sizes.get(CASE_SPLIT) and \
+        m.get("case") else []
 
 
 def read_cases(data_dir: str | os.PathLike, split: str) -> Optional[List[str]]:

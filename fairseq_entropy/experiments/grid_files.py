@@ -1,6 +1,6 @@
 """Reading a grid file and checking its values (:mod:`.grids` turns them into cells): the
-TOML or JSON text, the line of a key for error messages, the range of every value and the
-``[resources]`` keys."""
+TOML or JSON text, the line of a key for error messages, the range of every value, the keys
+of a COGS grid (:func:`cogs_keys`) and the ``[resources]`` keys."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import math
 import re
 import tomllib
 from pathlib import Path
-from typing import Tuple
+from typing import List, Tuple
 
+from ..cogs.data import CASE_TYPES, LEXICAL
 from ..errors import DataFormatError, UserError
 from ..files import loads_json, read_text
 from ..scan.entropy import COMPONENT_VALUES
@@ -18,7 +19,9 @@ from ..scan.grammar import PAPER_VERBS
 from ..scan.levels import level_name, named_exactly
 from .preset_values import MAX_EPOCHS, MAX_UPDATE_LIMIT
 
-EXPERIMENTS = ("exp1", "exp2")
+EXPERIMENTS = ("exp1", "exp2", "cogs")
+#: the keys of a COGS grid only (:func:`cogs_keys`)
+COGS_KEYS = ("cogs_dir", "case", "cases")
 
 
 class GridError(UserError, ValueError):
@@ -74,11 +77,12 @@ def check_values(raw: dict, text: str, path: Path) -> None:
 
     Checked: ``experiment``; ``levels`` (Experiment 1: entropies in [0, log2 of the number of
     values of the controlled class] bits, 3 for the paper's 8 verbs; Experiment 2: support
-    sizes k, integers in 1..number of verbs); ``seeds`` (integers in 0..2**32-1); ``n``
-    (positive integers); ``presets`` (names); ``schedule`` (``"paper"``, ``epochs``
-    in (0, MAX_EPOCHS] or an integer ``max_update`` in 1..MAX_UPDATE_LIMIT); ``pack`` (an
-    integer >= 0); ``title`` and ``notes`` (text).  Lists must be non-empty and hold each
-    value once.
+    sizes k, integers in 1..number of verbs; COGS: entropies >= 0 bits, with at most 3
+    decimals, whose reach ``build cogs`` checks on the data); ``seeds`` (integers in
+    0..2**32-1); ``n`` (positive integers); ``presets`` (names); ``schedule``
+    (``"paper"``, ``epochs`` in (0, MAX_EPOCHS] or an integer ``max_update`` in
+    1..MAX_UPDATE_LIMIT); ``pack`` (an integer >= 0); ``title`` and ``notes`` (text).
+    Lists must be non-empty and hold each value once.
 
     Raises:
         GridError: ``path:line: key ...`` naming the value, the valid range and the fix.
@@ -110,12 +114,13 @@ def check_values(raw: dict, text: str, path: Path) -> None:
         if len(set(value)) != len(value):
             raise fail(key, f"repeats a value: {value!r}. Fix: list each value once")
 
-    if exp == "exp1":
+    if exp in ("exp1", "cogs"):
         # the largest level with 3 decimals (a level's name has 3) that can be built
-        h_max = math.floor(math.log2(n_values) * 1e3 + 1e-9) / 1e3
+        h_max = math.floor(math.log2(n_values) * 1e3 + 1e-9) / 1e3 if exp == "exp1" else None
         number_list("levels", False, 0, h_max,
                     f"entropies in bits (the {component} class has {n_values} values, so at "
-                    f"most log2({n_values}) bits)")
+                    f"most log2({n_values}) bits)" if exp == "exp1" else
+                    "entropies in bits of the case's tested slot")
         for v in raw["levels"]:
             if not named_exactly("exp1", v):
                 raise fail("levels", f"holds {v!r}, which has more than 3 decimals, but a "
@@ -156,6 +161,91 @@ def check_values(raw: dict, text: str, path: Path) -> None:
     for key in ("title", "notes"):
         if key in raw and not isinstance(raw[key], str):
             raise fail(key, f"must be text, got {raw[key]!r}. Fix: quote it")
+
+
+def cogs_keys(raw: dict, text: str, path: Path) -> Tuple[str | None, List[str | None]]:
+    """The COGS source directory and the cases of a grid (``cogs_dir``, and ``case`` or
+    ``cases``: :data:`COGS_KEYS`), checked.
+
+    ``cogs_dir`` is relative to the grid file's folder (or absolute) and must hold COGS's
+    ``train.tsv``, ``dev.tsv`` and ``gen.tsv`` (:func:`~fairseq_entropy.cogs.builder.
+    SOURCE_FILES`); each case must be one of COGS's lexical cases
+    (:data:`~fairseq_entropy.cogs.data.CASE_TYPES`).  A COGS grid takes no ``n`` (a level's
+    size follows from its build), ``build_args``, ``data`` or ``pack`` above 1 (its levels'
+    dictionaries differ, and packed runs share one).
+
+    Returns:
+        ``(absolute cogs_dir, [case, ...])`` for ``experiment = "cogs"``; ``(None, [None])``
+        for the other experiments.
+
+    Raises:
+        GridError: ``path:line: ...`` naming the key, the value and the fix: a COGS key in a
+            grid of another experiment, a missing ``cogs_dir`` or case, both ``case`` and
+            ``cases``, a value of the wrong type, a repeated, unknown or structural case, a
+            directory without COGS's files, or a key a COGS grid does not take.
+    """
+    from ..cogs.builder import SOURCE_FILES
+
+    def fail(key: str | None, msg: str) -> GridError:
+        return GridError(f"{path}:{key_line(text, key) if key else 1}: {msg}")
+
+    if raw["experiment"] != "cogs":
+        given = [k for k in COGS_KEYS if k in raw]
+        if given:
+            raise fail(given[0], f"{given[0]} is a key of COGS grids, but the grid is of "
+                                 f"{raw['experiment']}. Fix: remove it, or set experiment = "
+                                 "\"cogs\"")
+        return None, [None]
+    for key, why in (("n", "a COGS level's size follows from its build"),
+                     ("build_args", "the sweep sets every option of build cogs"),
+                     ("data", "the sweep builds a COGS grid's levels from cogs_dir")):
+        if key in raw:
+            raise fail(key, f"{key} is given, but {why}. Fix: remove {key}")
+    if raw.get("pack", 0) not in (0, 1):
+        raise fail("pack", f"pack = {raw['pack']!r}, but the levels of a COGS case have "
+                           "dictionaries of their own (build cogs drops words from training) "
+                           "and packed runs share one. Fix: pack = 0 (or remove it)")
+    lexical = ", ".join(c for c, t in CASE_TYPES.items() if t == LEXICAL)
+    if ("case" in raw) == ("cases" in raw):
+        raise fail("cases" if "cases" in raw else None,
+                   ("both case and cases are given" if "case" in raw else "missing key "
+                    "'case' (or 'cases')") + f". Fix: case = \"subj_to_obj_common\", or "
+                   f"cases = [...] with lexical cases of COGS: {lexical}")
+    key = "case" if "case" in raw else "cases"
+    cases = [raw["case"]] if key == "case" else raw["cases"]
+    if not isinstance(cases, list) or not cases or \
+            not all(isinstance(c, str) and c for c in cases):
+        raise fail(key, f"{key} = {raw[key]!r}. Fix: " + (
+            "a case name, e.g. case = \"subj_to_obj_common\"" if key == "case" else
+            "a non-empty list of case names, e.g. cases = [\"subj_to_obj_common\", "
+            "\"prim_to_obj_proper\"]"))
+    if len(set(cases)) != len(cases):
+        raise fail(key, f"{key} repeats a case: {cases!r}. Fix: list each case once")
+    for c in cases:
+        if c not in CASE_TYPES or CASE_TYPES[c] != LEXICAL:
+            what = "is not a COGS generalization case" if c not in CASE_TYPES else \
+                "is a structural case, which holds no (word, slot) pair out of training"
+            raise fail(key, f"{key}: {c!r} {what}. Fix: choose lexical cases of COGS "
+                            f"(build cogs controls the slot of a held-out word): {lexical}")
+    value = raw.get("cogs_dir")
+    if value is None:
+        raise fail(None, "missing key 'cogs_dir'. Fix: cogs_dir = \"path/to/COGS/data\", the "
+                         "folder of COGS's train.tsv, dev.tsv, test.tsv and gen.tsv (relative "
+                         "to the grid file, or absolute)")
+    if not isinstance(value, str) or not value:
+        raise fail("cogs_dir", f"cogs_dir = {value!r}. Fix: a path (relative to the grid "
+                               "file), e.g. cogs_dir = \"COGS/data\"")
+    where = path.parent / value
+    missing = [f"{stem}.tsv" for stem, needed in SOURCE_FILES.items()
+               if needed and not (where / f"{stem}.tsv").is_file()]
+    if missing:
+        what = "is not a directory" if not where.is_dir() else f"has no {', '.join(missing)}"
+        raise fail("cogs_dir", f"cogs_dir = {value!r}: {where} {what}. Fix: set cogs_dir to "
+                               "the folder of COGS's train.tsv, dev.tsv, test.tsv and gen.tsv "
+                               "(the data/ folder of github.com/najoungkim/COGS, or the "
+                               "variable_free/ folder of github.com/frankaging/ReCOGS), "
+                               "relative to the grid file or absolute")
+    return str(where.resolve()), list(cases)
 
 
 def check_resources(path: Path, text: str, resources: dict) -> None:

@@ -2,10 +2,10 @@
 
 A grid file (TOML, read with :mod:`tomllib`, or the same keys as JSON) names::
 
-    experiment = "exp1"                      # exp1 (mixing) or exp2 (support)
+    experiment = "exp1"                      # exp1 (mixing), exp2 (support) or cogs
     title = "Experiment 1: accuracy against entropy"
-    presets = ["exp1_transformer_sinusoidal", "exp1_cnn"]   # names in the presets file
-    levels = [0, 0.5, 1, 1.5, 2, 2.5, 3]     # exp1: entropy in bits; exp2: support sizes k
+    presets = ["exp1_transformer_sinusoidal", "exp1_fconv"]   # names in the presets file
+    levels = [0, 0.5, 1, 1.5, 2, 2.5, 3]     # exp1, cogs: entropy in bits; exp2: support k
     seeds = [830, 231, 42, 9876, 2]          # the authors' five seeds
     n = [6000]                               # exp1 training commands (one or more sizes)
     schedule = "paper"                       # or {epochs = 8} or {max_update = 30}
@@ -17,6 +17,10 @@ A grid file (TOML, read with :mod:`tomllib`, or the same keys as JSON) names::
                                              # the grid file), for training and decoding
     pack = 16                                # optional: train up to 16 compatible cells in
                                              # one fairseq-train (0 or 1: no packing)
+    cogs_dir = "COGS/data"                   # cogs: COGS's train/dev/test/gen.tsv (relative
+                                             # to the grid file), which build cogs selects from
+    case = "subj_to_obj_common"              # cogs: the lexical case whose tested slot the
+    cases = ["subj_to_obj_common", "prim_to_obj_proper"]  # levels control (one or a list)
 
     [data]                                   # optional: levels binarized already (e.g. the
     "3" = "data-bin/high_uniform"            # authors' files, binarize --experiment exp1),
@@ -41,7 +45,9 @@ A level of ``data`` trains from its own directory, and its runs are under
 ``runs/<exp>/<preset>/seed<S>/<level>/`` (no N: the directory's training file sets it).
 With ``build_args``, ``<exp>`` becomes ``<exp>+<key>=<value>+...``
 (``exp1+component=direction+restricted=left``), so the data and runs of another component
-class never mix with the verbs' under one root.
+class never mix with the verbs' under one root.  A COGS cell is one (preset, case, seed,
+level): ``<exp>`` is ``cogs+case=<case>``, no N, its data ``build cogs`` and ``binarize
+--format cogs``, its run decoding and scoring ``test`` and the case's ``gen`` sentences.
 """
 
 from __future__ import annotations
@@ -53,14 +59,16 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from ..errors import UserError
 from ..scan.build_requests import check_build_args
 from ..scan.levels import level_name
-from .grid_files import GridError, check_resources, check_values, key_line, read_grid
-from .presets import PresetError, load_presets
+from .grid_files import (GridError, check_resources, check_values, cogs_keys, key_line,
+                         read_grid)
+from .presets import PresetError, load_presets, unknown_preset_message
 
 #: the seeds the paper's authors trained with (their repository's run scripts)
 AUTHORS_SEEDS = (830, 231, 42, 9876, 2)
 #: keys a grid file may have
 GRID_KEYS = {"experiment", "title", "presets", "levels", "seeds", "n", "schedule",
-             "build_args", "resources", "notes", "presets_file", "user_dir", "pack", "data"}
+             "build_args", "resources", "notes", "presets_file", "user_dir", "pack", "data",
+             "cogs_dir", "case", "cases"}
 #: build options a grid's ``build_args`` may pass (the sweep sets --out, --levels, --n and
 #: --seed itself); each takes one value
 BUILD_OPTIONS = ("--component", "--restricted", "--restricted-verb", "--verbs",
@@ -103,12 +111,12 @@ class Cell:
     """One training run of a grid: a preset trained on one level of one seed's data.
 
     Attributes:
-        experiment: ``exp1`` or ``exp2``.
+        experiment: ``exp1``, ``exp2`` or ``cogs``.
         preset: preset name (resolved through :func:`~.presets.load_presets`).
         model: the preset's model name (the paper's name, e.g. ``cnn``).
-        n: training commands of an Experiment 1 level (None for Experiment 2).
+        n: training commands of an Experiment 1 level (None for Experiment 2 and COGS).
         seed: data and training seed.
-        level: entropy in bits (exp1) or support size k (exp2).
+        level: entropy in bits (exp1, cogs) or support size k (exp2).
         schedule: training length.
         build_args: extra ``fairseq-entropy build`` arguments (option, value, ...).
         presets_file: a user's presets file holding ``preset`` (None: packaged presets only).
@@ -117,6 +125,8 @@ class Cell:
             ``--format lm`` under ``data-bin-lm/``).
         data: a binarized level given by the grid's ``data`` (absolute path; None: the
             sweep builds and binarizes the level under its root).
+        case: a COGS cell's lexical case (None for the other experiments).
+        cogs_dir: a COGS cell's source directory (absolute; None for the others).
     """
 
     experiment: str
@@ -131,11 +141,16 @@ class Cell:
     user_dir: Optional[str] = None
     data_format: str = "pairs"
     data: Optional[str] = None
+    case: Optional[str] = None
+    cogs_dir: Optional[str] = None
 
     @property
     def data_tag(self) -> str:
         """``<exp>``, or ``<exp>+key=value+...`` with ``build_args``
-        (``exp1+component=direction+restricted=left``)."""
+        (``exp1+component=direction+restricted=left``) or a COGS case
+        (``cogs+case=subj_to_obj_common``)."""
+        if self.case is not None:
+            return f"{self.experiment}+case={self.case}"
         if not self.build_args:
             return self.experiment
         pairs = zip(self.build_args[::2], self.build_args[1::2])
@@ -182,7 +197,7 @@ class Cell:
     def group(self) -> str:
         """The part of :attr:`name` before the seed: ``<preset>/[n<N>/]``, after
         ``<data_tag>/`` when :attr:`data_tag` is not the experiment's name
-        (``exp1+component=direction+restricted=left/exp1_cnn/n6000/``)."""
+        (``exp1+component=direction+restricted=left/exp1_fconv/n6000/``)."""
         tag = f"{self.data_tag}/" if self.data_tag != self.experiment else ""
         n = f"n{self.n}/" if self.n is not None else ""
         return f"{tag}{self.preset}/{n}"
@@ -190,8 +205,8 @@ class Cell:
     @property
     def name(self) -> str:
         """The cell's name in progress lines, ``sweep-status.tsv`` rows and summaries:
-        ``exp1_cnn/n6000/seed830/entropy_1.5``, or with ``build_args``
-        ``exp1+component=direction+restricted=left/exp1_cnn/n6000/seed830/entropy_1.5``
+        ``exp1_fconv/n6000/seed830/entropy_1.5``, or with ``build_args``
+        ``exp1+component=direction+restricted=left/exp1_fconv/n6000/seed830/entropy_1.5``
         (:attr:`group`), so that two cells with different run directories (:meth:`run_dir`)
         under one root never share a name."""
         return f"{self.group}seed{self.seed}/{self.level_name}"
@@ -217,11 +232,28 @@ class Grid:
     user_dir: Optional[str] = None
     pack: int = 0
     data: Dict[float, str] = field(default_factory=dict)
+    cases: List[Optional[str]] = field(default_factory=lambda: [None])
+    cogs_dir: Optional[str] = None
 
     @property
     def name(self) -> str:
         """The file name without its suffix (``exp1``)."""
         return self.path.stem
+
+    def pack_size(self, asked: Optional[int] = None) -> int:
+        """The most cells one fairseq-train trains: ``asked`` (``sweep --pack``), else the
+        grid's ``pack``.
+
+        Raises:
+            GridError: above 1 for a COGS grid, whose levels' dictionaries differ (build cogs
+                drops words from training) while packed runs share one.
+        """
+        size = self.pack if asked is None else asked
+        if size > 1 and self.experiment == "cogs":
+            raise GridError(f"--pack {size}: the levels of a COGS case have dictionaries of "
+                            "their own (build cogs drops words from training), and packed "
+                            "runs share one. Fix: drop --pack (or --pack 0)")
+        return size
 
     def _subset(self, what: str, values: Sequence, wanted: Optional[Sequence]) -> list:
         """``values`` in grid order, kept to ``wanted`` when given (GridError names any
@@ -240,9 +272,10 @@ class Grid:
     def cells(self, presets: Optional[Sequence[str]] = None,
               seeds: Optional[Sequence[int]] = None,
               levels: Optional[Sequence[float]] = None,
-              sizes: Optional[Sequence[int]] = None) -> List[Cell]:
-        """Every cell, ordered preset, N, level, seed (so that a partial sweep covers whole
-        curves first).
+              sizes: Optional[Sequence[int]] = None,
+              cases: Optional[Sequence[str]] = None) -> List[Cell]:
+        """Every cell, ordered preset, case (COGS), N, level, seed (so that a partial sweep
+        covers whole curves first).
 
         Args:
             presets: keep only these presets (None: all of the grid's).
@@ -251,10 +284,12 @@ class Grid:
                 (None: all of the grid's).
             sizes: keep only these training-set sizes N, in commands (None: all of the
                 grid's ``n``).
+            cases: keep only these COGS cases (None: all of the grid's).
 
         Raises:
-            GridError: a name in ``presets``, a seed in ``seeds``, a level in ``levels`` or
-                a size in ``sizes`` is not in the grid.
+            GridError: a name in ``presets``, a seed in ``seeds``, a level in ``levels``, a
+                size in ``sizes`` or a case in ``cases`` is not in the grid (or the grid has
+                no cases).
         """
         chosen = self._subset("preset", self.presets, presets)
         chosen_seeds = self._subset("seed", self.seeds, seeds)
@@ -264,10 +299,15 @@ class Grid:
                             f"experiment ({self.experiment}) has no n (a level's size "
                             "follows from its support). Fix: drop --n")
         chosen_n = self._subset("n", self.n, sizes)
+        if cases and self.cases == [None]:
+            raise GridError(f"{self.path}: --case {', '.join(cases)}: the grid's experiment "
+                            f"({self.experiment}) has no cases. Fix: drop --case")
+        chosen_cases = self._subset("case", self.cases, cases)
         return [Cell(self.experiment, p, self.models[p], n, s, lv, self.schedule,
                      self.build_args, self.presets_file, self.user_dir,
-                     self.formats.get(p, "pairs"), self.data.get(lv))
-                for p in chosen for n in chosen_n for lv in chosen_levels for s in chosen_seeds]
+                     self.formats.get(p, "pairs"), self.data.get(lv), case, self.cogs_dir)
+                for p in chosen for case in chosen_cases for n in chosen_n
+                for lv in chosen_levels for s in chosen_seeds]
 
 
 def load_grid(path: str | Path, presets_path: Optional[str | Path] = None,
@@ -284,7 +324,8 @@ def load_grid(path: str | Path, presets_path: Optional[str | Path] = None,
     Raises:
         GridError: the file is unreadable, has an unknown or missing key, a value of the
             wrong type, a preset that does not exist or belongs to another experiment,
-            ``n`` given for Experiment 2, ``build_args`` that are not option-value pairs
+            ``n`` given for Experiment 2, a bad COGS key (:func:`~.grid_files.cogs_keys`:
+            ``cogs_dir``, ``case``, ``cases``), ``build_args`` that are not option-value pairs
             of :data:`BUILD_OPTIONS` (or given for Experiment 2), a ``user_dir`` that is not
             a package directory, or a ``[resources]`` key that submitit does not take (or a
             value of the wrong type); the message names the file, the key and the fix.
@@ -311,9 +352,10 @@ def load_grid(path: str | Path, presets_path: Optional[str | Path] = None,
         raise fail("n is given, but Experiment 2's training size follows from the support "
                    "size. Fix: remove n", "n")
     check_values(raw, text, path)
+    cogs_dir, cases = cogs_keys(raw, text, path)
     levels = [int(v) if exp == "exp2" else float(v) for v in raw["levels"]]
     seeds = [int(v) for v in raw["seeds"]]
-    sizes: List[Optional[int]] = [None] if exp == "exp2" or "data" in raw else \
+    sizes: List[Optional[int]] = [None] if exp in ("exp2", "cogs") or "data" in raw else \
         [int(v) for v in raw.get("n", [6000])]
     names = raw["presets"]
     # a value given on the command line is blamed on its option, not on the grid file
@@ -333,8 +375,7 @@ def load_grid(path: str | Path, presets_path: Optional[str | Path] = None,
     models = {}
     for p in names:
         if p not in known:
-            raise fail(f"unknown preset {p!r}; known: {', '.join(sorted(known))}. Fix: use a "
-                       "name from the presets file", "presets")
+            raise fail(unknown_preset_message(p, known), "presets")
         pexp = known[p].get("experiment")
         if pexp and pexp != exp:
             raise fail(f"preset {p!r} is a preset of {pexp} but the grid is of {exp}. Fix: "
@@ -375,7 +416,7 @@ def load_grid(path: str | Path, presets_path: Optional[str | Path] = None,
                 build_args=tuple(build_args),
                 presets_file=str(Path(presets_path).resolve()) if presets_path else None,
                 user_dir=str(Path(user_dir).resolve()) if user_dir else None,
-                pack=int(raw.get("pack", 0)), data=data)
+                pack=int(raw.get("pack", 0)), data=data, cases=cases, cogs_dir=cogs_dir)
 
 
 def _data_levels(grid: Path, raw: dict, levels: List[float], fail) -> Dict[float, str]:

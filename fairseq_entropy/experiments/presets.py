@@ -44,6 +44,19 @@ DEFAULT_CRITERION = ["--criterion", "label_smoothed_cross_entropy", "--label-smo
 #: keys that may be written with a trailing ``+`` to append to the inherited value
 APPENDABLE_KEYS = frozenset(LIST_KEYS) | {"notes"}
 
+#: former preset names -> their names now (the same fairseq-train arguments)
+RENAMED = {"exp1_cnn": "exp1_fconv", "exp2_cnn": "exp2_fconv"}
+
+
+def unknown_preset_message(name: str, known) -> str:
+    """The refusal of an unknown preset ``name`` among the names ``known``: the new name of a
+    renamed preset (:data:`RENAMED`), else the known names; ends with the fix."""
+    if name in RENAMED and RENAMED[name] in known:
+        return (f"preset {name!r} is now named {RENAMED[name]!r} (fairseq's fconv, not the "
+                f"paper's CNN: that is {name}_authors). Fix: pass {RENAMED[name]}")
+    return (f"unknown preset {name!r}; known: {', '.join(sorted(known))}. Fix: pass one of "
+            "them (fairseq-entropy train-args --list lists them)")
+
 
 def default_presets_path():
     """The ``presets.json`` shipped inside this package (an :mod:`importlib.resources`
@@ -215,11 +228,11 @@ def check_preset(presets: dict, name: str) -> dict:
     """The preset ``name`` of the loaded ``presets`` table (:func:`load_presets`).
 
     Raises:
-        PresetError: an unknown name (lists the known ones and the fix).
+        PresetError: an unknown name (lists the known ones, or gives a renamed preset's new
+            name, and the fix).
     """
     if name not in presets:
-        raise PresetError(f"unknown preset {name!r}; known: {', '.join(sorted(presets))}. Fix: "
-                          "pass one of them (fairseq-entropy train-args --list lists them)")
+        raise PresetError(unknown_preset_message(name, presets))
     return presets[name]
 
 

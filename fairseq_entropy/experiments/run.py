@@ -20,9 +20,12 @@ best checkpoints, and score both (``fairseq-entropy run``, ``recipes/train_level
 3. ``fairseq-generate`` of the test split with ``checkpoint_last.pt`` into
    ``RUN/generate-last.txt`` (its log in ``generate-last.log``) and, with ``score_best``, with
    ``checkpoint_best.pt`` into ``generate-<best label>.txt`` (a copy of the last decode when
-   the two checkpoint files are equal);
+   the two checkpoint files are equal); a ``build cogs`` level's split ``gen_case`` (its
+   case's gen sentences, :func:`~fairseq_entropy.cogs.binarize.case_splits`) likewise, into
+   ``RUN/generate-gen_case-<label>.txt``;
 4. the scores, in this process (:func:`~fairseq_entropy.analysis.scoring.write_score`): the
-   best decode's into ``RUN/<best label>/``, then the last one's into ``RUN/last/`` (whose
+   best decodes' into ``RUN/<best label>/`` (``RUN/gen_case-<best label>/``), then
+   ``RUN/gen_case-last/`` and the last test decode's into ``RUN/last/`` (whose
    ``score.json`` marks the run as finished).
 
 fairseq-train and fairseq-generate run as children, each in a process group of its own;
@@ -47,7 +50,7 @@ from typing import Optional, Sequence
 from ..analysis.checkpoint_labels import SELECTIONS
 from ..analysis.provenance import resolve_provenance
 from ..analysis.scoring import score_lines, write_score
-from ..cogs.binarize import decode_max_len
+from ..cogs.binarize import case_splits, decode_max_len
 from ..errors import UserError
 from ..files import check_fairseq_path, read_json
 from ..progress import decoding_line
@@ -213,10 +216,18 @@ def _start(children: ProcessGroups, cmd, **kw) -> subprocess.Popen:
         raise RunStopped(children.stopped_by or signal.SIGTERM) from None
 
 
+def decode_name(label: str, split: str = "test") -> str:
+    """The name of a run's decode (``generate-<name>.txt``) and score folder (``RUN/<name>/``)
+    of checkpoint ``label`` on ``split``: ``<label>`` for ``test``, else ``<split>-<label>``
+    (``gen_case-last``)."""
+    return label if split == "test" else f"{split}-{label}"
+
+
 def _score(run: Path, label: str, checkpoint: str, databin: str, presets: dict, preset: str,
-           model: str, seed: int, out, sample: bool = False) -> None:
-    """Score ``RUN/generate-<label>.txt`` into ``RUN/<label>/`` (``score.json``,
-    ``examples.tsv``, replacing an earlier score; ``sample``: a decode of a sample of the
+           model: str, seed: int, out, sample: bool = False, split: str = "test") -> None:
+    """Score ``RUN/generate-<name>.txt`` into ``RUN/<name>/`` (:func:`decode_name` of
+    ``label`` and ``split``; ``score.json``, ``examples.tsv``, replacing an earlier score;
+    ``sample``: a decode of a sample of the
     test split by the last checkpoint, marked ``test_sample``) with the provenance of
     ``RUN/checkpoints/<checkpoint>`` (:func:`~fairseq_entropy.analysis.provenance.
     resolve_provenance`), and print :func:`~fairseq_entropy.analysis.scoring.score_lines`.
@@ -225,15 +236,16 @@ def _score(run: Path, label: str, checkpoint: str, databin: str, presets: dict, 
         UserError: the decode, the data or the checkpoint contradict each other (ScoreError,
             DataFormatError): nothing is written.
     """
-    gen = str(run / f"generate-{label}.txt")
+    name = decode_name(label, split)
+    gen = str(run / f"generate-{name}.txt")
     # a sample's decode is of the last checkpoint: that is its checkpoint label
     meta = resolve_provenance(gen, "last" if sample else label, presets,
                               path=str(run / "checkpoints" / checkpoint), data=databin,
-                              preset=preset, model=model, seed=seed,
+                              preset=preset, model=model, seed=seed, split=split,
                               own_schedule=own_schedule, args_sha256=preset_args_sha256)
-    rec = write_score(gen, str(run / label), meta["meta"], meta["data"], "test", force=True,
+    rec = write_score(gen, str(run / name), meta["meta"], meta["data"], split, force=True,
                       sample=sample)
-    print(score_lines(rec, "test", run / label), file=out, flush=True)
+    print(score_lines(rec, split, run / name), file=out, flush=True)
 
 
 def _train(children: ProcessGroups, cmd: Sequence[str], run: Path, fds: tuple, out) -> None:
@@ -439,18 +451,20 @@ def _run_locked(children, fds, presets, preset, databin, run, run_name, seed, ep
     shard_args, batch, expected = sample_args(total, decode_sample, gen_batch) \
         if decode_sample else ((), gen_batch, total)
 
-    def generate(checkpoint: str, label: str) -> None:
+    def generate(checkpoint: str, label: str, split: str = "test") -> None:
         cmd = [tool_path("fairseq-generate"), databin, "--user-dir", plugin,
                *TASK_ARGS[spec.get("format", "pairs")], "--path",
-               str(run / "checkpoints" / checkpoint), *device_args, "--gen-subset", "test",
+               str(run / "checkpoints" / checkpoint), *device_args, "--gen-subset", split,
                "--beam", "1", "--max-len-a", "0", "--max-len-b", max_len,
                *(["--post-process", "sentencepiece"] if subword else []),
-               "--batch-size", str(batch), "--required-batch-size-multiple", "1", *shard_args]
-        _generate(children, cmd, run, label, fds, expected, out)
+               "--batch-size", str(batch), "--required-batch-size-multiple", "1",
+               *(shard_args if split == "test" else ())]
+        _generate(children, cmd, run, decode_name(label, split), fds,
+                  expected if split == "test" else split_size(databin, split), out)
 
-    def score(label: str, checkpoint: str) -> None:
+    def score(label: str, checkpoint: str, split: str = "test") -> None:
         _score(run, label, checkpoint, databin, presets, preset, model, seed, out,
-               sample=bool(decode_sample))
+               sample=bool(decode_sample), split=split)
 
     ckpts = run / "checkpoints"
     if decode_sample:
@@ -459,13 +473,20 @@ def _run_locked(children, fds, presets, preset, databin, run, run_name, seed, ep
         rec = read_json(run / SAMPLE_LABEL / "score.json")
         return RunResult("done", run_name, float(rec["accuracy"]),
                          f"a sample of {rec['n']} test sentences (not a finished run)")
-    generate("checkpoint_last.pt", "last")
+    splits = ["test", *case_splits(databin)]  # a build cogs level: its case's gen sentences
+    for split in splits:
+        generate("checkpoint_last.pt", "last", split)
     if score_best:
         best, last = ckpts / "checkpoint_best.pt", ckpts / "checkpoint_last.pt"
-        if best.is_file() and filecmp.cmp(best, last, shallow=False):
-            shutil.copyfile(run / "generate-last.txt", run / f"generate-{best_label}.txt")
-        else:
-            generate("checkpoint_best.pt", best_label)
-        score(best_label, "checkpoint_best.pt")
-    score("last", "checkpoint_last.pt")  # last/score.json marks the run as finished
+        same = best.is_file() and filecmp.cmp(best, last, shallow=False)
+        for split in splits:
+            if same:
+                shutil.copyfile(run / f"generate-{decode_name('last', split)}.txt",
+                                run / f"generate-{decode_name(best_label, split)}.txt")
+            else:
+                generate("checkpoint_best.pt", best_label, split)
+        for split in splits:
+            score(best_label, "checkpoint_best.pt", split)
+    for split in reversed(splits):  # last/score.json, written last, marks the run finished
+        score("last", "checkpoint_last.pt", split)
     return RunResult("done", run_name, scored(run))

@@ -25,6 +25,16 @@ from .sweep import STATUSES, CellResult
 PROGRESS_INTERVAL_S = 30.0
 
 
+def grid_shape(cells: Sequence) -> str:
+    """What a sweep's ``cells`` (:class:`~.grids.Cell`) span, for its first line:
+    ``2 preset(s) x 1 N x 7 levels x 5 seeds`` (a COGS grid: ``... x 2 case(s) x ...``
+    instead of N)."""
+    cases = len({c.case for c in cells} - {None})
+    return (f"{len({c.preset for c in cells})} preset(s) x "
+            + (f"{cases} case(s) x " if cases else f"{len({c.n for c in cells})} N x ")
+            + f"{len({c.level for c in cells})} levels x {len({c.seed for c in cells})} seeds")
+
+
 # -------------------------------------------------------------------------------- progress
 class Progress:
     """Progress line at least every :data:`PROGRESS_INTERVAL_S` seconds: cells finished,

@@ -2,7 +2,7 @@
 
 Each cell (:class:`~.grids.Cell`) runs in three steps (:func:`run_cell`):
 
-1. its data, shared with every cell of the same (experiment, N, seed, level):
+1. its data, shared with every cell of the same (experiment, N or COGS case, seed, level):
    ``fairseq-entropy build`` and ``fairseq-entropy binarize`` (:func:`prepare_data`), under a
    file lock so that concurrent cells build it once (both write through temporary names);
 2. ``fairseq-entropy run`` (:func:`run_command`, every setting an option:
@@ -49,8 +49,16 @@ STATUSES = ("done", "failed", "skipped", "locked", "cancelled")
 
 # ------------------------------------------------------------------------------------ data
 def data_commands(cell: Cell, root: str | os.PathLike) -> List[List[str]]:
-    """The ``fairseq-entropy build`` and ``binarize`` commands of a cell's data."""
+    """The ``fairseq-entropy build`` and ``binarize`` commands of a cell's data: ``build
+    exp1|exp2``, or for a COGS cell ``build cogs COGS_DIR --case CASE`` (the data seed is the
+    cell's seed, as for the others) and ``binarize --format cogs``."""
     build = cell.build_dir(root)
+    if cell.experiment == "cogs":
+        return [["fairseq-entropy", "build", "cogs", str(cell.cogs_dir), "--case",
+                 str(cell.case), "--levels", f"{cell.level:g}", "--seed", str(cell.seed),
+                 "--out", str(build)],
+                ["fairseq-entropy", "binarize", "--format", "cogs",
+                 str(build / cell.level_name), "--out", str(cell.databin(root))]]
     if cell.experiment == "exp1":
         b = ["fairseq-entropy", "build", "exp1", "--out", str(build), "--levels",
              f"{cell.level:g}", "--n", str(cell.n), "--seed", str(cell.seed),
@@ -62,6 +70,37 @@ def data_commands(cell: Cell, root: str | os.PathLike) -> List[List[str]]:
          str(cell.databin(root)),
          *(["--format", cell.data_format] if cell.data_format != "pairs" else [])]
     return [b, z]
+
+
+def check_cogs_levels(grid_path: str | os.PathLike, cells: List[Cell],
+                      root: str | os.PathLike) -> None:
+    """Refuse a COGS grid level that ``build cogs`` would refuse (outside the case's reachable
+    range), before any cell trains and with ``--dry-run`` too: the levels of ``cells`` not
+    built under ``root`` yet are planned in memory once per case, all of them in one request
+    (:func:`~fairseq_entropy.cogs.builder.plan_cogs_build`, as the cells' build commands of
+    :func:`data_commands` plan them, with the first cell's seed); nothing is written.
+
+    Raises:
+        UserError: ``grid:line: levels ...`` naming the case and the builder's reason (the
+            reachable range and the fix).
+    """
+    from ..cogs.builder import plan_cogs_build
+    from ..errors import UserError
+    from ..files import read_text
+    from .grid_files import key_line
+
+    todo = [c for c in cells if not (c.databin(root) / "manifest.json").exists() and
+            not (c.build_dir(root) / c.level_name / "manifest.json").exists()]
+    for case in dict.fromkeys(c.case for c in todo):
+        mine = [c for c in todo if c.case == case]
+        levels = sorted({c.level for c in mine})
+        try:
+            plan_cogs_build(mine[0].cogs_dir, case, levels, mine[0].seed)
+        except UserError as e:
+            line = key_line(read_text(grid_path), "levels")
+            raise UserError(f"{grid_path}:{line}: levels {', '.join(f'{v:g}' for v in levels)} "
+                            f"of case {case} cannot all be built: {e} (in the grid file: its "
+                            "levels, or its cases)") from None
 
 
 def pending_data_commands(cell: Cell, root: str | os.PathLike) -> List[List[str]]:

@@ -25,7 +25,7 @@ SCRIPT = HERE / "slurm_cluster.sh"
 BIN = Path(sys.executable).parent
 
 GRID = """experiment = "exp1"
-presets = ["exp1_cnn"]
+presets = ["exp1_fconv"]
 levels = [3]
 seeds = [5, 6]
 n = [320]
