@@ -70,8 +70,8 @@ GEN = [ate("cat", "hedgehog", "subj_to_obj_common"), ate("dog", "hedgehog", "sub
        ate("dog", "cake", "pp_recursion")]
 
 
-@pytest.fixture
-def cogs(tmp_path):
+def write_cogs_dir(tmp_path):
+    """A COGS folder of the hand-made sentences above: train, dev, test and gen.tsv."""
     src = tmp_path / "cogs"
     src.mkdir()
     (src / "train.tsv").write_text("".join(train_rows()))
@@ -79,6 +79,11 @@ def cogs(tmp_path):
     (src / "test.tsv").write_text(ate("cat", "donut"))
     (src / "gen.tsv").write_text("".join(GEN))
     return src
+
+
+@pytest.fixture
+def cogs(tmp_path):
+    return write_cogs_dir(tmp_path)
 
 
 def slot_entropy(path, slot):

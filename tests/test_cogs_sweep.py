@@ -20,7 +20,7 @@ from fairseq_entropy.analysis.scoring import write_score
 from fairseq_entropy.cli import main as cli
 from fairseq_entropy.cogs.binarize import case_splits
 from fairseq_entropy.experiments.grids import GridError, load_grid
-from test_cogs_build import GEN, ate, ran, slot_entropy, train_rows
+from test_cogs_build import GEN, slot_entropy, write_cogs_dir
 
 REPO = Path(__file__).resolve().parents[1]
 PRESET = "cogs_transformer_sinusoidal"
@@ -30,13 +30,7 @@ CASES = ("subj_to_obj_common", "prim_to_obj_proper")
 @pytest.fixture
 def cogs(tmp_path):
     """The fixture of tests/test_cogs_build.py (theme@object reaches 0 - 2.904 bits)."""
-    src = tmp_path / "cogs"
-    src.mkdir()
-    (src / "train.tsv").write_text("".join(train_rows()))
-    (src / "dev.tsv").write_text(ate("dog", "cake") + ran("cat"))
-    (src / "test.tsv").write_text(ate("cat", "donut"))
-    (src / "gen.tsv").write_text("".join(GEN))
-    return src
+    return write_cogs_dir(tmp_path)
 
 
 def grid_file(tmp_path, body, name="g.toml"):

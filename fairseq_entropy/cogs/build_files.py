@@ -21,10 +21,9 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import Callable
 
-from ..files import atomic_directory, atomic_write_text, make_parent_dirs, read_json
-from ..scan.levels import BuildError
-from ..scan.manifests import BUILD_MANIFEST, PLANNED_LEVELS, manifest_differences
+from ..scan.manifests import BUILD_MANIFEST, manifest_differences, write_levels
 from .builder import CogsBuild
 
 #: build manifest fields that do not tell two builds apart besides the bookkeeping ones
@@ -59,50 +58,20 @@ def write_cogs_build(out_dir: str | os.PathLike, build: CogsBuild, force: bool =
             and not ``force``.
         DataFormatError: an existing manifest that is not valid JSON, or a file where a
             directory is needed.
-        OutputError: a file that cannot be written (names it).
+        OutputError: a level's directory cannot be created or renamed into place
+            (:func:`~fairseq_entropy.files.atomic_directory`).
     """
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise BuildError(f"{out} is a file. Fix: --out names the directory to write the build "
-                         "into")
-    manifest_path = out / BUILD_MANIFEST
     record = build.record
-    if out.exists() and any(not p.name.startswith(".") for p in out.iterdir()):
-        if manifest_path.exists():
-            differ = _differences(read_json(manifest_path), record)
-            if differ and not force:
-                raise BuildError(f"{out} already holds a different build ({manifest_path}): "
-                                 f"{'; '.join(differ)}. Fix: choose another --out, or pass "
-                                 "--force to replace it")
-            if differ:
-                shutil.rmtree(out)
-        elif not force:
-            raise BuildError(f"{out} is not empty and holds no {BUILD_MANIFEST}. Fix: choose "
-                             "an empty or new --out, or pass --force to replace it")
-        else:
-            shutil.rmtree(out)
-    make_parent_dirs(manifest_path)
-    old_levels, planned = [], []
-    if manifest_path.exists():
-        old = read_json(manifest_path)
-        old_levels = [n for n in old.get("levels", []) if (out / n).is_dir()]
-        planned = list(old.get(PLANNED_LEVELS, old_levels))
-    planned += [lv.name for lv in build.levels if lv.name not in planned]
 
-    def write_manifest(names):
-        atomic_write_text(manifest_path, _json({**record, "levels": names,
-                                                PLANNED_LEVELS: planned}))
-
-    write_manifest(old_levels)
-    names = list(old_levels)
-    for level in build.levels:
-        with atomic_directory(out / level.name) as tmp:
+    def filler(level) -> Callable[[Path], None]:
+        def fill(tmp: Path) -> None:
             (tmp / "train.tsv").write_text("".join(build.train_lines[i] for i in level.lines),
                                            encoding="utf-8")
             for stem, path in build.sources.items():
                 if stem != "train":
                     shutil.copyfile(path, tmp / f"{stem}.tsv")
             (tmp / BUILD_MANIFEST).write_text(_json({**record, **level.fields}))
-        names = [n for n in names if n != level.name] + [level.name]
-        write_manifest(names)
-    return out
+        return fill
+
+    return write_levels(out_dir, record, [(lv.name, filler(lv)) for lv in build.levels], force,
+                        differences=_differences)

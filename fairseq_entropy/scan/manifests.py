@@ -15,7 +15,7 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence, Tuple
 
 from ..files import atomic_directory, atomic_write_text, make_parent_dirs, read_json
 from ..version import __version__
@@ -61,18 +61,23 @@ def manifest_differences(old: dict, new: dict) -> list:
             for k in keys if old.get(k) != new.get(k)]
 
 
-def write_build(out_dir: str | os.PathLike, grammar: Grammar, levels: Sequence[Level],
-                params: dict, force: bool = False) -> Path:
-    """Write ``levels`` under ``out_dir`` with a build-level and a per-level ``manifest.json``.
+def write_levels(out_dir: str | os.PathLike, record: dict,
+                 levels: Sequence[Tuple[str, Callable[[Path], None]]], force: bool = False,
+                 differences: Callable[[dict, dict], list] = manifest_differences) -> Path:
+    """Write a build's ``levels`` under ``out_dir`` beside its build manifest (module
+    docstring): the build manifest first, then each level into a temporary directory renamed
+    into place once complete, the manifest rewritten after each.
 
-    Each level is written into a temporary directory that is renamed into place once complete.
     Levels already listed in an existing manifest of the same build are kept; a level written
     again replaces its directory.
 
     Args:
-        params: the build request (builder, seed, restricted verb, N, ...) recorded in the
-            manifest; an existing build in ``out_dir`` with different params is refused.
-        force: replace a different existing build.
+        record: the build's manifest fields (package, request, sources); an existing build in
+            ``out_dir`` whose record ``differences`` tells apart is refused.
+        levels: ``(name, fill)`` per level: ``fill(directory)`` writes the level's files,
+            its own ``manifest.json`` included, into the (temporary) ``directory``.
+        force: replace a different existing build (or unrelated files).
+        differences: how two build manifests differ (:func:`manifest_differences`).
 
     Returns:
         ``out_dir`` as a :class:`~pathlib.Path`.
@@ -88,17 +93,14 @@ def write_build(out_dir: str | os.PathLike, grammar: Grammar, levels: Sequence[L
         raise BuildError(f"{out} is a file. Fix: --out names the directory to write the build "
                          "into")
     manifest_path = out / BUILD_MANIFEST
-    record = {"package": "fairseq-entropy", "package_version": __version__,
-              "grammar": grammar.name, "verbs": list(grammar.verbs), **params}
     if out.exists() and any(not p.name.startswith(".") for p in out.iterdir()):
         if manifest_path.exists():
-            differ = manifest_differences(read_json(manifest_path), record)
-            same = not differ
-            if not same and not force:
+            differ = differences(read_json(manifest_path), record)
+            if differ and not force:
                 raise BuildError(f"{out} already holds a different build ({manifest_path}): "
                                  f"{'; '.join(differ)}. Fix: choose another --out, or pass "
                                  "--force to replace it")
-            if not same:
+            if differ:
                 shutil.rmtree(out)
         elif not force:
             raise BuildError(f"{out} is not empty and holds no {BUILD_MANIFEST}. Fix: choose "
@@ -111,7 +113,7 @@ def write_build(out_dir: str | os.PathLike, grammar: Grammar, levels: Sequence[L
         old_manifest = read_json(manifest_path)
         old_levels = [n for n in old_manifest.get("levels", []) if (out / n).is_dir()]
         planned = list(old_manifest.get(PLANNED_LEVELS, old_levels))
-    planned += [lv.name for lv in levels if lv.name not in planned]
+    planned += [name for name, _ in levels if name not in planned]
 
     def write_manifest(names):
         atomic_write_text(manifest_path, _json({**record, "levels": names,
@@ -120,11 +122,40 @@ def write_build(out_dir: str | os.PathLike, grammar: Grammar, levels: Sequence[L
     # the manifest comes first, so that an interrupted build is recognised when re-run
     write_manifest(old_levels)
     names = list(old_levels)
-    for level in levels:
-        with atomic_directory(out / level.name) as tmp:
+    for name, fill in levels:
+        with atomic_directory(out / name) as tmp:
+            fill(tmp)
+        names = [n for n in names if n != name] + [name]
+        write_manifest(names)
+    return out
+
+
+def write_build(out_dir: str | os.PathLike, grammar: Grammar, levels: Sequence[Level],
+                params: dict, force: bool = False) -> Path:
+    """Write the SCAN ``levels`` under ``out_dir`` with a build-level and a per-level
+    ``manifest.json`` (:func:`write_levels`): each level's ``{train,valid,test}.{in,out}``.
+
+    Args:
+        params: the build request (builder, seed, restricted verb, N, ...) recorded in the
+            manifest; an existing build in ``out_dir`` with different params is refused.
+        force: replace a different existing build.
+
+    Returns:
+        ``out_dir`` as a :class:`~pathlib.Path`.
+
+    Raises:
+        BuildError, DataFormatError: as :func:`write_levels`.
+        OutputError: a level's directory cannot be created or renamed into place
+            (:func:`~fairseq_entropy.files.atomic_directory`).
+    """
+    record = {"package": "fairseq-entropy", "package_version": __version__,
+              "grammar": grammar.name, "verbs": list(grammar.verbs), **params}
+
+    def filler(level: Level) -> Callable[[Path], None]:
+        def fill(tmp: Path) -> None:
             for split in SPLITS:
                 write_pair(tmp / split, command_examples(grammar, level.splits[split]))
             (tmp / BUILD_MANIFEST).write_text(_json({**record, **level.manifest(grammar)}))
-        names = [n for n in names if n != level.name] + [level.name]
-        write_manifest(names)
-    return out
+        return fill
+
+    return write_levels(out_dir, record, [(lv.name, filler(lv)) for lv in levels], force)
