@@ -65,8 +65,13 @@ def run_fairseq(cmd, cwd) -> str:
 
 def write_tiny_corpus(root: Path, copies: int = 4) -> Path:
     """Write ``copies`` x :data:`PAIRS` as train/valid/test ``.in``/``.out`` files under ``root``
-    and binarize them with fairseq-preprocess on the :func:`make_dictionary` vocabulary.
+    and binarize them on the :func:`make_dictionary` vocabulary into the files that
+    ``fairseq-preprocess --srcdict dict.txt --tgtdict dict.txt`` writes, byte for byte (its
+    dictionaries, and each split's mmap ``.bin``/``.idx`` of ``Dictionary.encode_line``), in
+    this process: a fairseq-preprocess process would import fairseq once more.
     Returns the binarized directory."""
+    from fairseq.data import indexed_dataset
+
     dict_path = root / "dict.txt"
     dict_path.write_text("".join(f"{w} 1\n" for w in WORDS + ACTIONS))
     pairs = PAIRS * copies
@@ -74,10 +79,16 @@ def write_tiny_corpus(root: Path, copies: int = 4) -> Path:
         (root / f"{split}.in").write_text("".join(s + "\n" for s, _ in pairs))
         (root / f"{split}.out").write_text("".join(t + "\n" for _, t in pairs))
     bin_dir = root / "bin"
-    run_fairseq([sys.executable, "-m", "fairseq_cli.preprocess", "--source-lang", "in",
-                 "--target-lang", "out", "--trainpref", "train", "--validpref", "valid",
-                 "--testpref", "test", "--srcdict", str(dict_path), "--tgtdict", str(dict_path),
-                 "--destdir", str(bin_dir), "--workers", "1"], cwd=root)
+    bin_dir.mkdir()
+    d = Dictionary.load(str(dict_path))
+    for lang in ("in", "out"):
+        d.save(str(bin_dir / f"dict.{lang}.txt"))
+        for split in ("train", "valid", "test"):
+            prefix = str(bin_dir / f"{split}.in-out.{lang}")
+            builder = indexed_dataset.make_builder(prefix + ".bin", "mmap", vocab_size=len(d))
+            for line in (root / f"{split}.{lang}").read_text().splitlines():
+                builder.add_item(d.encode_line(line, add_if_not_exist=False))
+            builder.finalize(prefix + ".idx")
     return bin_dir
 
 

@@ -54,10 +54,11 @@ def test_readme_step_by_step_runs_outside_the_clone(tmp_path):
         ("--levels 0,0.5,1,1.5,2,2.5,3 --n 6000", "--levels 1.5,3 --n 64"),
         ("--support 1..8", "--support 1..1"),
         ("--max-len-b 60", "--max-len-b 4"),
-        # override the preset's 24 epochs (48 updates with 24 validations at N=64): the
-        # last --max-update on a fairseq command line wins
+        # override the preset's 24 epochs (48 updates with 24 validations at N=64) with one
+        # epoch (2 updates, one validation and one checkpoint save): the last --max-update on
+        # a fairseq command line wins
         ("--maximize-best-checkpoint-metric\n", "--maximize-best-checkpoint-metric "
-                                                 "--max-update 6\n"),
+                                                 "--max-update 2\n"),
     ])
     res = run_block(script, tmp_path)
     assert "(verb, slot) pairs absent from data/exp1/entropy_1.5/train.in: (jump, first)" \

@@ -655,8 +655,11 @@ def load_cell(root):
 
 
 def sweep_cmd(root):
+    # the last checkpoint only: the resume is checked on the last checkpoint's score and
+    # hypotheses, and decoding the best checkpoint too would start a fairseq-generate more in
+    # each of the three sweeps
     return [sys.executable, "-m", "fairseq_entropy.cli", "sweep", str(root / "tiny.toml"),
-            "--root", str(root), "--device", "cpu", "--jobs", "1"]
+            "--root", str(root), "--device", "cpu", "--jobs", "1", "--no-score-best"]
 
 
 def hypotheses(run):
