@@ -3,9 +3,9 @@
 Reads the ``results.tsv`` files that ``fairseq-entropy aggregate`` writes (one row per run and
 checkpoint) and prints a Markdown table: one row per seed, the mean +- std over seeds (bold
 when outside the paper's mean +- max(2 std, 0.10)), the paper's mean +- std and that band.
-The paper's curve and the band are the ones ``aggregate``'s report uses
-(:func:`fairseq_entropy.analysis.paper.paper_curve`, ``agreement_tolerance``); a level is
-matched to the paper's level nearest its measured entropy.
+The paper's level and the agreement rule are the ones ``aggregate``'s report uses
+(:func:`fairseq_entropy.analysis.paper.paper_lookup`, the level nearest the measured entropy;
+:func:`fairseq_entropy.analysis.statistics.agrees`).
 
 Usage (from the repository root)::
 
@@ -22,10 +22,11 @@ import csv
 import statistics
 import sys
 from pathlib import Path
+from typing import Callable, Optional
 
-from fairseq_entropy.analysis.paper import (PAPER_LEVEL_TOLERANCE_BITS, paper_curve,
-                                            paper_model_name)
-from fairseq_entropy.analysis.statistics import agreement_tolerance
+from fairseq_entropy.analysis.paper import (DEFAULT_EXP1_TRAIN_SIZE, paper_curve, paper_lookup,
+                                            paper_model_name, paper_results)
+from fairseq_entropy.analysis.statistics import agreement_tolerance, agrees
 
 NEEDED = ("experiment", "preset", "model", "n_train", "level", "entropy_bits", "checkpoint", "seed",
           "accuracy")
@@ -35,32 +36,40 @@ class TableError(ValueError):
     """A results file that cannot give the table (the message names the file and the fix)."""
 
 
-def read_paper(experiment: str, model: str, n: str | None) -> dict[float, tuple[float, float]]:
-    """The paper's (mean, std) by entropy in bits of a preset's model (``results.tsv``'s
-    ``model`` column, mapped to the paper's name by :func:`paper_model_name`) and N.
+def paper_at(experiment: str, model: str,
+             n: str | None) -> Callable[[float], Optional[tuple[float, float]]]:
+    """The paper's (mean, std) at an entropy in bits (None: no paper level near it) of a
+    preset's model (``results.tsv``'s ``model`` column, named as the paper names it by
+    :func:`paper_model_name`) and N, looked up as ``aggregate`` does (:func:`paper_lookup`).
 
     Raises TableError when the paper has no such curve.
     """
-    rows = paper_curve(experiment, model, int(n) if n else None)
-    if not rows:
+    if not paper_curve(experiment, model, int(n) if n else None):
         raise TableError(f"the paper has no {experiment} curve of model {model} "
                          f"({paper_model_name(model)}) at N = {n}. Fix: pass another --n")
-    return {float(r["entropy_bits"]): (float(r["accuracy_mean"]), float(r["accuracy_std"]))
-            for r in rows}
+    find = paper_lookup(paper_results(), paper_model_name)
+
+    def at(bits: float) -> Optional[tuple[float, float]]:
+        row, _ = find(experiment, model, n, bits)
+        return None if row is None else (float(row["accuracy_mean"]),
+                                         float(row["accuracy_std"]))
+    return at
 
 
 def read_runs(paths: list[Path], preset: str, n: str | None, checkpoint: str):
     """The runs of one preset and checkpoint: ``(runs, bits, experiment, model)``.
 
     ``runs`` maps seed -> level name -> accuracy (fraction), ``bits`` each level's measured
-    entropy. Experiment 1 runs are those of training-set size ``n`` (None: 6000, the paper's
-    main figure); Experiment 2's N is its level's own. Later files may repeat a run of an
-    earlier one only with the same accuracy (to 1e-6); otherwise TableError names both files,
-    as it does for runs of two experiments or models under one preset.
+    entropy. Experiment 1 runs are those of training-set size ``n`` (None:
+    DEFAULT_EXP1_TRAIN_SIZE, the paper's main figure); Experiment 2's N is its level's own.
+    Later files may repeat a run of an earlier one only with the same accuracy (to 1e-6);
+    otherwise TableError names both files, as it does for runs of two experiments or models
+    under one preset.
     """
     runs: dict[int, dict[str, tuple[float, Path]]] = {}
     bits: dict[str, float] = {}
     kinds: set[tuple[str, str]] = set()
+    n = n or str(DEFAULT_EXP1_TRAIN_SIZE)
     for path in paths:
         with open(path, newline="") as fh:
             reader = csv.DictReader(fh, delimiter="\t")
@@ -70,7 +79,7 @@ def read_runs(paths: list[Path], preset: str, n: str | None, checkpoint: str):
                                  "results.tsv that fairseq-entropy aggregate writes")
             for line, row in enumerate(reader, start=2):
                 if row["preset"] != preset or row["checkpoint"] != checkpoint or \
-                        (row["experiment"] == "exp1" and row["n_train"] != (n or "6000")):
+                        (row["experiment"] == "exp1" and row["n_train"] != n):
                     continue
                 kinds.add((row["experiment"], row["model"]))
                 if len(kinds) > 1:
@@ -86,17 +95,11 @@ def read_runs(paths: list[Path], preset: str, n: str | None, checkpoint: str):
                 runs[seed][level] = (acc, path)
     if not runs:
         raise TableError(f"no run of preset {preset} ({checkpoint} checkpoint, N = "
-                         f"{n or 6000} in Experiment 1) in {', '.join(map(str, paths))}. "
+                         f"{n} in Experiment 1) in {', '.join(map(str, paths))}. "
                          "Fix: check --preset, --n and --checkpoint")
     (experiment, model), = kinds
     return ({s: {lv: a for lv, (a, _) in levels.items()} for s, levels in runs.items()},
             bits, experiment, model)
-
-
-def nearest(paper: dict[float, tuple[float, float]], bits: float) -> float | None:
-    """The paper's level nearest ``bits``, within PAPER_LEVEL_TOLERANCE_BITS, or None."""
-    best = min(paper, key=lambda p: abs(p - bits))
-    return best if abs(best - bits) <= PAPER_LEVEL_TOLERANCE_BITS else None
 
 
 def band(mean: float, std: float) -> tuple[float, float]:
@@ -112,7 +115,7 @@ def heading(level: str) -> str:
 
 
 def table(runs: dict[int, dict[str, float]], bits: dict[str, float],
-          paper: dict[float, tuple[float, float]], label: str,
+          paper: Callable[[float], Optional[tuple[float, float]]], label: str,
           seeds: list[int] | None = None) -> str:
     """The Markdown table: a row per seed, mean +- std, the paper and its band."""
     levels = sorted(bits, key=bits.get)
@@ -130,15 +133,15 @@ def table(runs: dict[int, dict[str, float]], bits: dict[str, float],
         text = f"{m:.3f} ± {sd:.3f}" if sd is not None else f"{m:.3f}"
         if len(vals) < 3:
             text += f" ({len(vals)})"
-        p = nearest(paper, bits[b])
-        if p is None:
+        ref = paper(bits[b])
+        if ref is None:
             papers.append("")
             bands.append("")
         else:
-            lo, hi = band(*paper[p])
-            papers.append(f"{paper[p][0]:.3f} ± {paper[p][1]:.3f}")
+            lo, hi = band(*ref)
+            papers.append(f"{ref[0]:.3f} ± {ref[1]:.3f}")
             bands.append(f"{lo:.3f}-{hi:.3f}")
-            if not lo <= m <= hi:
+            if not agrees(m, *ref):
                 text = f"**{text}**"
         means.append(text)
     lines.append("| mean ± std | " + " | ".join(means) + " |")
@@ -163,8 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         runs, bits, experiment, model = read_runs(args.results, args.preset, args.n,
                                                   args.checkpoint)
-        n = None if experiment == "exp2" else (args.n or "6000")
-        paper = read_paper(experiment, model, n)
+        n = None if experiment == "exp2" else (args.n or str(DEFAULT_EXP1_TRAIN_SIZE))
+        paper = paper_at(experiment, model, n)
     except (TableError, OSError) as err:
         print(f"seed_table: {err}", file=sys.stderr)
         return 2
