@@ -16,25 +16,28 @@ from _toy import first_commands  # noqa: E402
 USER_DIR = os.path.dirname(fairseq_entropy.__file__)
 
 
-def write_levels(root: Path, n: int, count: int):
-    """``count`` levels of ``n`` two-clause commands each (disjoint slices of the paper
-    grammar's commands, so that the levels' data differ), binarized in this process with the
-    grammar's fixed dictionary (as ``fairseq-entropy binarize`` does, without its
-    fairseq-preprocess subprocesses), each with a small manifest; returns their dirs."""
+def write_levels(root: Path, n: int, count: int, sizes=None):
+    """``count`` levels of ``n`` two-clause commands each (``sizes``: level i has
+    ``sizes[i]``; disjoint slices of the paper grammar's commands, so that the levels' data
+    differ), binarized in this process with the grammar's fixed dictionary (as
+    ``fairseq-entropy binarize`` does, without its fairseq-preprocess subprocesses), each with
+    a small manifest; returns their dirs."""
     from fairseq.data import indexed_dataset
 
     from fairseq_entropy.data import SymbolDictionary
 
     grammar = Grammar.paper()
-    pairs = first_commands(grammar, n * count)
+    sizes = list(sizes) if sizes is not None else [n] * count
+    pairs = first_commands(grammar, sum(sizes))
+    starts = [sum(sizes[:i]) for i in range(len(sizes))]
     out = []
-    for i in range(count):
+    for i, (start, n) in enumerate(zip(starts, sizes)):
         dest = root / f"bin{i}"
         dest.mkdir(parents=True)
         for side in ("in", "out"):
             write_dictionary(dest / f"dict.{side}.txt", grammar)
         d = SymbolDictionary.load(str(dest / "dict.in.txt"))
-        part = pairs[i * n:(i + 1) * n]
+        part = pairs[start:start + n]
         for split in ("train", "valid", "test"):
             for side, field in (("in", "command"), ("out", "actions")):
                 prefix = str(dest / f"{split}.in-out.{side}")
@@ -51,23 +54,28 @@ def write_levels(root: Path, n: int, count: int):
     return out
 
 
-def write_pack_dir(root: Path, datas, seeds) -> Path:
+def write_pack_dir(root: Path, datas, seeds, max_updates=None) -> Path:
     pack = root / "pack"
     pack.mkdir(parents=True, exist_ok=True)
     runs = [{"data": str(d), "seed": s, "run_dir": str(root / f"run{i}")}
             for i, (d, s) in enumerate(zip(datas, seeds))]
+    for run, limit in zip(runs, max_updates or []):
+        run["max_update"] = limit
     (pack / "pack.json").write_text(json.dumps({"runs": runs}))
     return pack
 
 
 def fairseq_train(args) -> None:
-    """fairseq-train's main() on ``args`` in this process."""
-    from fairseq import options
+    """fairseq-train's main() on ``args`` in this process, which starts, as a new process
+    does, without a best validation value (fairseq keeps it on ``save_checkpoint.best``)."""
+    from fairseq import checkpoint_utils, options
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
     from fairseq_cli import train
 
     parser = options.get_training_parser()
     ns = options.parse_args_and_arch(parser, [str(a) for a in args])
+    if hasattr(checkpoint_utils.save_checkpoint, "best"):
+        del checkpoint_utils.save_checkpoint.best
     train.main(convert_namespace_to_omegaconf(ns))
 
 

@@ -217,6 +217,62 @@ def test_dry_run_of_experiment_2_packs_only_cells_of_one_support_size(tmp_path, 
     assert not (tmp_path / "r").exists()
 
 
+def test_dry_run_of_experiment_2_packs_support_sizes_together_under_a_fixed_lr(tmp_path,
+                                                                             capsys):
+    """The RNN's constant learning rate lets each run of a pack train its own number of
+    updates, so its support sizes share packs (the Transformer's cosine schedule does not,
+    above)."""
+    grid = tmp_path / "g.toml"
+    grid.write_text('experiment = "exp2"\npresets = ["exp2_rnn_gru_l2_h64"]\n'
+                    'levels = [1, 2, 3]\nseeds = [1, 2]\n')
+    assert cli(["sweep", str(grid), "--dry-run", "--root", str(tmp_path / "r"), "--device",
+                "cpu", "--pack", "6"]) == 0
+    shown = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("# pack ")]
+    assert [ln.split(": ", 1)[1] for ln in shown] == [
+        "seed1/support_1, seed2/support_1, seed1/support_2, seed2/support_2, "
+        "seed1/support_3, seed2/support_3"]
+
+
+@pytest.mark.parametrize("args,own", [
+    (["--lr", "0.0001", "--lr-scheduler", "fixed", "--max-update", "9"], True),
+    (["--lr", "0.0001", "--max-update", "9"], True),  # fairseq's default scheduler: fixed
+    (["--lr", "0.0001", "--lr-scheduler", "cosine", "--max-update", "9"], False),
+    (["--lr", "0.0001", "--lr-scheduler", "inverse_sqrt", "--max-update", "9"], False),
+    (["--lr", "0.1,0.01", "--lr-scheduler", "fixed", "--max-update", "9"], False),
+    (["--lr", "0.1", "--force-anneal", "3", "--max-update", "9"], False),
+    (["--lr", "0.1", "--max-epoch", "3", "--max-update", "9"], False),
+])
+def test_runs_train_their_own_max_update_only_under_a_learning_rate_of_the_updates(args,
+                                                                                   own):
+    assert packs.own_max_update(args) is own
+
+
+def test_a_pack_of_runs_of_their_own_length_writes_each_runs_updates(tmp_path,
+                                                                     monkeypatch):
+    """pack.json gives each run its own max_update and argument hash; the pack trains to the
+    largest (the ``packed_systematicity`` task stops each run at its own)."""
+    from fairseq_entropy.experiments.presets import train_args_sha256
+    from fairseq_entropy.tasks.packed_runs import read_pack
+
+    updates = {1: 470, 2: 845}
+    cells = [Cell("exp2", "exp2_rnn_gru_l2_h64", "rnn", None, s, k, Schedule())
+             for k in (1, 2) for s in (1, 2)]
+    monkeypatch.setattr(packs, "_cell_args", lambda c, root: [
+        "--lr", "0.0001", "--max-update", str(updates[c.level]), "--lr-scheduler", "fixed"])
+    pack = packs.Pack(tuple(cells), "key", tmp_path / "pack")
+    packs.write_description(pack, tmp_path)
+    runs = read_pack(str(pack.dir))
+    assert [r["max_update"] for r in runs] == [470, 470, 845, 845]
+    assert runs[0]["train_args_sha256"] == train_args_sha256(
+        ["--lr", "0.0001", "--max-update", "470", "--lr-scheduler", "fixed"])
+    monkeypatch.setattr(packs, "subword_data", lambda databin: False)
+    cmd = packs.pack_command(pack, tmp_path, "cpu")
+    assert cmd[cmd.index("--max-update") + 1] == "845"
+    one = packs.Pack(tuple(c for c in cells if c.level == 1), "key", tmp_path / "one")
+    packs.write_description(one, tmp_path)
+    assert [r["max_update"] for r in read_pack(str(one.dir))] == [None, None]
+
+
 # ------------------------------------------------------------------------ a packed sweep
 @pytest.fixture(scope="module")
 def tiny_root(tmp_path_factory):

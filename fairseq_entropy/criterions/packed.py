@@ -50,8 +50,8 @@ class PackedCriterion(FairseqCriterion):
         total = None
         logging_output = {"ntokens": 0, "nsentences": 0, "sample_size": 1}
         for k, res in enumerate(results):
-            if res is None:
-                continue
+            if res is None or not sample["runs"][k]:
+                continue  # no batch of run k in this step (it has finished)
             part = res["loss"] / res["sample_size"]
             total = part if total is None else total + part
             log = res["logging"]

@@ -4,11 +4,14 @@
 Cells are compatible (:func:`pack_key`) when they share the presets file, the ``--user-dir``,
 the preset, N, the schedule and every fairseq-train argument but the data and the seed (the
 hash of :func:`~.presets.train_args` on each cell's own level, whose training-set size or
-support size may change ``--max-update``).  :func:`make_packs` groups the cells still to train
-into the fewest :class:`Pack` s of at most K cells, as even as can be, in grid order; a pack
-of one cell, a cell whose training has finished (``checkpoints/trained``) and a cell whose own
-cut-off training left a ``checkpoint_last.pt`` run as ordinary cells
-(:func:`~.sweep.run_cell`).  A pack lives in::
+support size may change ``--max-update``); when the learning rate follows from the update
+count alone (:func:`own_max_update`: ``--lr-scheduler fixed``, as the RNN presets train),
+``--max-update`` is left out of the hash too, and each run of the pack trains its own number
+of updates (pack.json's ``max_update``, the ``packed_systematicity`` task).
+:func:`make_packs` groups the cells still to train into the fewest :class:`Pack` s of at
+most K cells, as even as can be, in grid order; a pack of one cell, a cell whose training
+has finished (``checkpoints/trained``) and a cell whose own cut-off training left a
+``checkpoint_last.pt`` run as ordinary cells (:func:`~.sweep.run_cell`).  A pack lives in::
 
     packs/<exp>/<preset>/[n<N>/]pack-<hash>/  pack.json, checkpoints/, tensorboard/, train.log
 
@@ -108,17 +111,39 @@ def progress_line(pack: Pack) -> Optional[str]:
     return None if at < 0 else f" [{pack.label()}] {tail[at:].splitlines()[0]}"
 
 
+def own_max_update(args: Sequence[str]) -> bool:
+    """Whether runs with these fairseq-train arguments can each train their own
+    ``--max-update`` in one pack: the learning rate follows from the update count alone
+    (``--lr-scheduler fixed``, fairseq's default, with one ``--lr`` and no
+    ``--force-anneal``) and no ``--max-epoch`` ends the training."""
+    def value(option, default=None):
+        return args[args.index(option) + 1] if option in args[:-1] else default
+
+    lr = value("--lr", "")
+    return value("--lr-scheduler", "fixed") == "fixed" and "--force-anneal" not in args and \
+        "--max-epoch" not in args and "," not in lr and ":" not in lr
+
+
+def _without_max_update(args: Sequence[str]) -> List[str]:
+    """``args`` with the value of ``--max-update`` replaced by ``own``."""
+    out = list(args)
+    if "--max-update" in out[:-1]:
+        out[out.index("--max-update") + 1] = "own"
+    return out
+
+
 def pack_key(cell: Cell, root: str | os.PathLike,
              table: Optional[dict] = None) -> Tuple[str, bool]:
     """The compatibility key of a cell and whether it is exact.
 
     Exact (the level is binarized): a hash of the presets file, ``--user-dir``, preset, N,
     schedule, the hash of the cell's fairseq-train arguments (:func:`~.presets.train_args` on
-    its level) and whether its actions are subword pieces.  Without the level (a dry run
-    before the data exist), the hash leaves the arguments out and, when the level sets the
-    training-set size (Experiment 2: no fixed N) and with it the number of updates (no
-    ``max_update`` in the schedule), takes the level instead: levels that will not train
-    the same number of updates are not shown in one pack.
+    its level; without the value of ``--max-update`` when :func:`own_max_update`) and whether
+    its actions are subword pieces.  Without the level (a dry run before the data exist), the
+    hash leaves the arguments out and, when the level sets the training-set size (Experiment
+    2: no fixed N) and with it the number of updates (no ``max_update`` in the schedule),
+    takes the level instead unless the preset's optimizer arguments let runs train their own
+    number of updates: levels that will not pack together are not shown in one pack.
 
     Raises:
         KeyError: the cell's preset is not in ``table`` (default: its presets file).
@@ -131,10 +156,14 @@ def pack_key(cell: Cell, root: str | os.PathLike,
     try:
         args = train_args(table[cell.preset], databin, cell.schedule.epochs,
                           cell.schedule.max_update)
+        if own_max_update(args):
+            args = _without_max_update(args)
         parts += [train_args_sha256(args), str(subword_data(databin))]
     except PresetError:
         exact = False
-        if cell.n is None and cell.schedule.max_update is None:
+        spec = table[cell.preset]
+        if cell.n is None and cell.schedule.max_update is None and not own_max_update(
+                [*spec.get("optimizer_args", []), "--lr", str(spec.get("lr", 3e-4))]):
             parts.append(cell.level_name)
     return hashlib.sha256("\n".join(parts).encode()).hexdigest(), exact
 
@@ -224,20 +253,39 @@ def _chunks(cells: List[Cell], size: int) -> List[Tuple[Cell, ...]]:
     return out
 
 
+def _cell_args(cell: Cell, root: str | os.PathLike) -> List[str]:
+    """The cell's fairseq-train arguments on its own level (:func:`~.presets.train_args`)."""
+    spec = load_presets(cell.presets_file)[cell.preset]
+    return train_args(spec, cell.databin(root), cell.schedule.epochs, cell.schedule.max_update)
+
+
+def _max_update(args: Sequence[str]) -> int:
+    return int(args[args.index("--max-update") + 1])
+
+
 def write_description(pack: Pack, root: str | os.PathLike) -> Path:
-    """``PACK_DIR/pack.json``: the runs (data, seed, run_dir, name) and the pack's key."""
+    """``PACK_DIR/pack.json``: the runs (data, seed, run_dir, name) and the pack's key; when
+    the runs' numbers of updates differ (their levels binarized), each run's own
+    ``max_update`` and ``train_args_sha256``."""
     runs = [{"data": str(c.databin(root).resolve()), "seed": c.seed,
              "run_dir": str(c.run_dir(root).resolve()), "name": c.name} for c in pack.cells]
+    try:
+        args = [_cell_args(c, root) for c in pack.cells]
+    except PresetError:  # a level not binarized yet: its pack cannot train (pack_command)
+        args = []
+    if len({_max_update(a) for a in args}) > 1:
+        for run, own in zip(runs, args):
+            run.update(max_update=_max_update(own), train_args_sha256=train_args_sha256(own))
     return write_pack(str(pack.dir), runs, pack.key)
 
 
 def pack_command(pack: Pack, root: str | os.PathLike, device: str) -> List[str]:
-    """The pack's ``fairseq-train --task packed_systematicity`` command (the first cell's
-    preset arguments: the cells share them, :func:`pack_key`)."""
+    """The pack's ``fairseq-train --task packed_systematicity`` command: the preset arguments
+    the cells share (:func:`pack_key`), with the largest ``--max-update`` of the cells when
+    each trains its own."""
     first = pack.cells[0]
-    spec = load_presets(first.presets_file)[first.preset]
     databin = first.databin(root)
-    args = train_args(spec, databin, first.schedule.epochs, first.schedule.max_update)
+    args = max((_cell_args(c, root) for c in pack.cells), key=_max_update)
     # unpacked by run_pack once trained: a pack cut off leaves no run checkpoints behind
     return [*train_command(pack.dir, pack.dir, [*args, *PACKED_TASK],
                            first.user_dir or str(user_dir()), device,

@@ -20,6 +20,15 @@ fairseq-train's data argument (:mod:`fairseq_entropy.tasks.packed_runs`).  Each 
 * its validation metrics are logged as ``loss_k`` and ``seq_acc_k`` (``seq_acc`` and ``loss``
   pool the runs) and its best checkpoint is kept on its own metric.
 
+Runs may differ in the size of their training sets and in their number of updates (pack.json's
+``max_update`` of a run; Experiment 2's support sizes) when the learning rate follows from the
+update count alone (``--lr-scheduler fixed`` with one ``--lr``, no ``--force-anneal``, no
+``--max-epoch``): step g of the pack is step g of every run that has not reached its own
+``max_update`` (:class:`~fairseq_entropy.data.packed_dataset.RaggedSchedule`), a run that has
+is left unchanged by the optimizer from then on, and each run is validated, and its best
+checkpoint kept, at the ends of its own epochs (``--validate-interval`` epochs, every
+``--validate-interval-updates``, and at its last update), as fairseq-train validates it alone.
+
 A pack's parameters are stacked (:mod:`fairseq_entropy.models.packed`), so its checkpoints are
 packed too; they also hold every run's ordinary weights, from which ``fairseq-entropy unpack``
 (and, unless ``--no-unpack-at-exit``, the end of fairseq-train) writes each run's ordinary
@@ -86,7 +95,7 @@ class PackedSystematicityTask(SystematicityTask):
         runs = read_pack(cfg.data)
         children = []
         for run in runs:
-            child_cfg = _child_cfg(cfg, run["data"])
+            child_cfg = _child_cfg(cfg, run["data"], run)
             children.append(SystematicityTask.setup_task(child_cfg, **kwargs))
         hashes = {c.cfg.dictionary_hash for c in children}
         if len(hashes) > 1:
@@ -104,7 +113,11 @@ class PackedSystematicityTask(SystematicityTask):
         task.valid_counts = [0, 0]
         task.best = [None] * len(runs)
         task.model = None
+        task.criterion = None
         root = cfg._get_parent()
+        task.limits = _run_limits(runs, root)
+        task.schedule = None
+        task.latest_valid = {}
         clip = cfg.run_clip_norm
         if root is not None and "optimization" in root:
             if clip < 0:
@@ -139,7 +152,10 @@ class PackedSystematicityTask(SystematicityTask):
                                          disable_iterator_cache=True, **kwargs)
                 for child, ds, run in zip(self.children, dataset.datasets, self.runs)]
         train = dataset is self.datasets.get(self.cfg.train_subset)
-        sampler = packed_batch_sampler(dataset, runs, shuffle=train, same_length=train)
+        sampler = packed_batch_sampler(dataset, runs, shuffle=train, same_length=train,
+                                       limits=self.limits if train else None)
+        if train:
+            self.schedule = sampler if self.limits is not None else None
         return PackedEpochBatchIterator(
             dataset=dataset, collate_fn=dataset.collater, batch_sampler=sampler, seed=seed,
             num_shards=num_shards, shard_id=shard_id, num_workers=num_workers, epoch=epoch,
@@ -165,7 +181,8 @@ class PackedSystematicityTask(SystematicityTask):
         return self.model
 
     def build_criterion(self, cfg, from_checkpoint=False):
-        return PackedCriterion(self, super().build_criterion(cfg, from_checkpoint))
+        self.criterion = PackedCriterion(self, super().build_criterion(cfg, from_checkpoint))
+        return self.criterion
 
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
         """Every run's step: the packed loss, one backward (each run's own gradient)."""
@@ -176,16 +193,110 @@ class PackedSystematicityTask(SystematicityTask):
             loss = loss * 0
         optimizer.backward(loss)
         self._count_update(update_num)
-        for child in self.children:
-            child._last_update = self._last_update
+        for k, child in enumerate(self.children):
+            child._last_update = self._own_updates(k, self._last_update)
         return loss, sample_size, logging_output
+
+    def _own_updates(self, k: int, updates):
+        """Run k's updates when the pack has made ``updates`` (its ``max_update`` at most)."""
+        if self.limits is None or updates is None:
+            return updates
+        return min(int(updates), self.limits[k])
 
     def optimizer_step(self, optimizer, model, update_num):
         """Clip each run's gradient norm to the clip norm on its own (fairseq's
-        ``clip_grad_norm_``: scale by min(1, max_norm / (norm + 1e-6))), then step."""
+        ``clip_grad_norm_``: scale by min(1, max_norm / (norm + 1e-6))), then step.  A run
+        that has reached its own ``max_update`` keeps its weights (the optimizer's step is
+        undone on its slice); a run whose own epoch ends with this update is then validated
+        (:meth:`_validate_run`)."""
+        params = list(model.parameters())
+        done = [] if self.limits is None else \
+            [k for k, limit in enumerate(self.limits) if update_num >= limit]
+        kept = [p.data[done].clone() for p in params] if done else None
         if self.clip_norm > 0:
-            clip_runs(list(model.parameters()), self.clip_norm)
+            clip_runs(params, self.clip_norm)
         super().optimizer_step(optimizer, model, update_num)
+        if kept is not None:
+            with torch.no_grad():
+                for p, value in zip(params, kept):
+                    p.data[done] = value
+        if self.limits is not None:
+            for k in self._runs_validating(update_num + 1):
+                self._validate_run(k, model, update_num + 1)
+
+    def _runs_validating(self, updates: int) -> list:
+        """The runs that fairseq-train would validate alone after their update ``updates``:
+        at the end of every ``--validate-interval``-th epoch of their own, at their last
+        update, at a mid-epoch save (``--save-interval-updates``) and every
+        ``--validate-interval-updates`` (none with ``--disable-validation`` or before
+        ``--validate-after-updates``)."""
+        root = self.cfg._get_parent()
+        if root is None or self.schedule is None:
+            return []
+        ds, ck = root.dataset, root.checkpoint
+        if ds.disable_validation or updates < ds.validate_after_updates:
+            return []
+        out = []
+        for k, limit in enumerate(self.limits):
+            if updates > limit:
+                continue
+            epoch, j = self.schedule.run_position(k, updates - 1)
+            end = j + 1 == self.schedule.epoch_steps[k]
+            save_mid = ck.save_interval_updates > 0 and \
+                updates % ck.save_interval_updates == 0
+            if (not end and save_mid) or (end and epoch % ds.validate_interval == 0) or \
+                    updates == limit or (ds.validate_interval_updates > 0 and
+                                         updates % ds.validate_interval_updates == 0):
+                out.append(k)
+        return out
+
+    def _validate_run(self, k: int, model, updates: int) -> None:
+        """Validate run k alone on the first ``--valid-subset`` (its ordinary model, its own
+        batches as fairseq-train's validation iterator makes them), log the line fairseq-train
+        would, and keep its best weights (:meth:`_keep_best`)."""
+        from fairseq import utils
+        from fairseq.logging import metrics
+
+        root = self.cfg._get_parent()
+        ds = root.dataset
+        subset = ds.valid_subset.split(",")[0]
+        child = self.children[k]
+        if subset not in child.datasets:
+            child.load_dataset(subset, combine=False, epoch=1)
+        ordinary = model.models[k]
+        ordinary.load_state_dict(model.unpacked_state_dicts()[k], strict=True)
+        device = next(model.parameters()).device
+        itr = child.get_batch_iterator(
+            dataset=child.dataset(subset), max_tokens=ds.max_tokens_valid,
+            max_sentences=ds.batch_size_valid,
+            max_positions=utils.resolve_max_positions(child.max_positions(),
+                                                      ordinary.max_positions()),
+            ignore_invalid_inputs=ds.skip_invalid_size_inputs_valid_test,
+            required_batch_size_multiple=ds.required_batch_size_multiple,
+            seed=root.common.seed, num_shards=1, shard_id=0, num_workers=0, epoch=1,
+            data_buffer_size=ds.data_buffer_size, disable_iterator_cache=True,
+            skip_remainder_batch=False).next_epoch_itr(shuffle=False)
+        logs = []
+        for batch in itr:
+            batch = utils.apply_to_sample(lambda t: t.to(device), batch)
+            runs = [None] * len(self.children)
+            runs[k] = batch
+            logs.append(self._valid_runs({"runs": runs}, model, self.criterion)[2])
+        self.latest_valid[k] = logs
+        with metrics.aggregate(new_root=True) as agg:
+            self.reduce_metrics(logs, self.criterion)
+        stats = agg.get_smoothed_values()
+        epoch, j = self.schedule.run_position(k, updates - 1)
+        logger.info("run %d (%s): valid on '%s' subset | epoch %03d | loss %s | seq_acc %s | "
+                    "num_updates %d", k, self.runs[k]["name"], subset, epoch,
+                    stats.get(f"loss_{k}"), stats.get(f"seq_acc_{k}"), updates)
+        metric = root.checkpoint.best_checkpoint_metric
+        value = stats.get(f"{metric}_{k}")
+        if value is not None:
+            own = {"epoch": epoch + (j + 1 == self.schedule.epoch_steps[k]),
+                   "iterations_in_epoch": 0 if j + 1 == self.schedule.epoch_steps[k]
+                   else j + 1, "shuffle": True}
+            self._keep_best(k, value, model, updates, own)
 
     def begin_valid_epoch(self, epoch, model):
         """Load every run's current weights into its ordinary model (fairseq hook)."""
@@ -196,7 +307,16 @@ class PackedSystematicityTask(SystematicityTask):
 
     def valid_step(self, sample, model, criterion):
         """Each run's ordinary validation (its criterion, and greedy exact match with
-        ``--eval-seq-acc``) on its own batch, with its ordinary model."""
+        ``--eval-seq-acc``) on its own batch, with its ordinary model.  A pack whose runs
+        have their own ``max_update`` validates each run at its own epoch ends instead
+        (:meth:`_validate_run`): fairseq-train's validation of the pack computes nothing and
+        reports each run's latest validation (:meth:`reduce_metrics`)."""
+        if self.limits is not None:
+            return torch.tensor(0.0), 1, {"ntokens": 0, "nsentences": 0, "sample_size": 1}
+        return self._valid_runs(sample, model, criterion)
+
+    def _valid_runs(self, sample, model, criterion):
+        """:meth:`valid_step` of the runs with a batch in ``sample``."""
         out = {"ntokens": 0, "nsentences": 0, "sample_size": 1}
         total = 0.0
         for k, s in enumerate(sample["runs"]):
@@ -222,6 +342,11 @@ class PackedSystematicityTask(SystematicityTask):
         runs' pooled exact match (all runs' correct sentences over all their sentences)."""
         from fairseq.logging import metrics
 
+        if self.limits is not None and not run_keys(logging_outputs):
+            # fairseq-train's validation of a pack whose runs validate at their own epoch
+            # ends: each run's latest validation
+            logging_outputs = [log for k in sorted(self.latest_valid)
+                               for log in self.latest_valid[k]]
         criterion.__class__.reduce_metrics(logging_outputs)
         all_correct = all_total = 0
         for k in run_keys(logging_outputs):
@@ -238,24 +363,31 @@ class PackedSystematicityTask(SystematicityTask):
 
     def post_validate(self, model, stats, agg):
         """Keep each run's best weights on its own ``--best-checkpoint-metric``
-        (``<metric>_k``), as fairseq keeps a single run's checkpoint_best (fairseq hook)."""
+        (``<metric>_k``), as fairseq keeps a single run's checkpoint_best (fairseq hook; a
+        pack whose runs have their own ``max_update`` keeps them at the runs' own
+        validations, :meth:`_validate_run`)."""
+        if self.limits is not None:
+            return
         root = self.cfg._get_parent()
         metric = root.checkpoint.best_checkpoint_metric if root is not None else "loss"
-        maximize = bool(root.checkpoint.maximize_best_checkpoint_metric) if root else False
-        for k, child in enumerate(self.children):
+        for k in range(len(self.children)):
             value = stats.get(f"{metric}_{k}")
-            if value is None:
-                continue
-            best = self.best[k]
-            # a tie goes to the newer weights, as fairseq's checkpoint_best.pt does
-            if best is None or (value >= best["value"] if maximize else
-                                value <= best["value"]):
-                self.best[k] = {"value": float(value),
-                                "model": {n: t.detach().clone() for n, t in
-                                          model.models[k].state_dict().items()},
-                                "task_state": child.state_dict(),
-                                "updates": self._last_update_or_0(),
-                                "train_iterator": self._iterator_state()}
+            if value is not None:
+                self._keep_best(k, value, model, self._last_update_or_0(),
+                                self._iterator_state())
+
+    def _keep_best(self, k: int, value: float, model, updates: int, iterator: dict) -> None:
+        """Make run k's current weights its best when ``value`` is at least as good as its
+        best so far (a tie goes to the newer weights, as fairseq's checkpoint_best.pt does)."""
+        root = self.cfg._get_parent()
+        maximize = bool(root.checkpoint.maximize_best_checkpoint_metric) if root else False
+        best = self.best[k]
+        if best is None or (value >= best["value"] if maximize else value <= best["value"]):
+            self.best[k] = {"value": float(value),
+                            "model": {n: t.detach().clone() for n, t in
+                                      model.models[k].state_dict().items()},
+                            "task_state": self.children[k].state_dict(),
+                            "updates": updates, "train_iterator": iterator}
 
     def _last_update_or_0(self) -> int:
         return int(getattr(self, "_last_update", None) or 0)
@@ -279,14 +411,32 @@ class PackedSystematicityTask(SystematicityTask):
         weights = self.model.unpacked_state_dicts()
         runs = []
         for k, (run, child) in enumerate(zip(self.runs, self.children)):
-            runs.append({"run": run, "model": weights[k], "task_state": child.state_dict(),
-                         "clip_norm": self.clip_norm, "best": self.best[k],
-                         "task_cfg": {key: child.cfg[key] for key in (
-                             "train_data_manifest_sha256", "train_data_experiment",
-                             "train_data_level", "train_data_seed", "dictionary_grammar",
-                             "dictionary_hash")}})
+            record = {"run": run, "model": weights[k], "task_state": child.state_dict(),
+                      "clip_norm": self.clip_norm, "best": self.best[k],
+                      "task_cfg": {key: child.cfg[key] for key in (
+                          "train_data_manifest_sha256", "train_data_experiment",
+                          "train_data_level", "train_data_seed", "dictionary_grammar",
+                          "dictionary_hash")}}
+            if self.limits is not None:
+                record["own"] = self._own_record(k)
+            runs.append(record)
         state["packed"] = {"runs": runs}
         return state
+
+    def _own_record(self, k: int) -> dict:
+        """What run k's own checkpoint records where the pack's differs (runs with their own
+        ``max_update``): its ``max_update``, ``train_args_sha256``, updates done and fairseq's
+        iterator state at that update."""
+        updates = self._own_updates(k, self._last_update_or_0())
+        iterator = {"epoch": 1, "iterations_in_epoch": 0, "shuffle": True}
+        if updates and self.schedule is not None:
+            epoch, j = self.schedule.run_position(k, updates - 1)
+            end = j + 1 == self.schedule.epoch_steps[k]
+            iterator = {"epoch": epoch + end, "iterations_in_epoch": 0 if end else j + 1,
+                        "shuffle": True}
+        return {"max_update": self.limits[k],
+                "train_args_sha256": self.children[k].cfg.train_args_sha256,
+                "updates": updates, "train_iterator": iterator}
 
     def load_state_dict(self, state_dict):
         """The pack's task state; restores every run's best so far."""
@@ -317,7 +467,41 @@ def clip_runs(params, max_norm: float) -> torch.Tensor:
     return norms
 
 
-def _child_cfg(cfg, data: str):
+def _run_limits(runs, root) -> Optional[list]:
+    """Every run's own number of updates (pack.json's ``max_update``, else the pack's
+    ``--max-update``), or None when they are all the pack's.
+
+    A pack's ``--max-update`` below a run's cuts that run short, as a cut-off training is
+    (a later fairseq-train with the largest resumes it).
+
+    Raises:
+        PackedError: the pack's ``--max-update`` above every run's, or a learning rate that
+            depends on more than the update count (the runs would not follow their own
+            schedules).
+    """
+    pack = int(root.optimization.max_update) if root is not None and \
+        "optimization" in root else 0
+    limits = [int(r.get("max_update") or pack) for r in runs]
+    if all(u == pack for u in limits):
+        return None
+    if not pack or max(limits) < pack:
+        raise PackedError(f"packed runs: the runs' max_update are {limits} and the pack's "
+                          f"--max-update is {pack}, so its last steps would train no run. "
+                          f"Fix: pass --max-update {max(limits)}, the largest")
+    opt, sched = root.optimization, root.lr_scheduler
+    name = getattr(sched, "_name", None)
+    if name != "fixed" or len(list(opt.lr)) != 1 or \
+            getattr(sched, "force_anneal", None) is not None or opt.max_epoch:
+        raise PackedError(
+            f"packed runs: the runs have their own max_update ({limits}), so the learning "
+            "rate must follow from the update count alone, but the pack trains with "
+            f"--lr-scheduler {name}, --lr {list(opt.lr)}, --force-anneal "
+            f"{getattr(sched, 'force_anneal', None)}, --max-epoch {opt.max_epoch}. Fix: "
+            "pack runs of one max_update, or use --lr-scheduler fixed with one --lr")
+    return limits
+
+
+def _child_cfg(cfg, data: str, run: Optional[dict] = None):
     """A copy of the pack's task config for one run (its data), the packed options dropped;
     its parent stays the pack's root config."""
     import copy
@@ -328,6 +512,10 @@ def _child_cfg(cfg, data: str):
     with open_dict(child):
         child.data = data
         child._name = "systematicity"
+        if run is not None and run.get("max_update"):
+            child.max_update = int(run["max_update"])
+        if run is not None and run.get("train_args_sha256"):
+            child.train_args_sha256 = run["train_args_sha256"]
         for key in ("run_clip_norm", "no_unpack_at_exit"):
             child.pop(key, None)
     return child

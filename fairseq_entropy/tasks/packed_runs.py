@@ -5,7 +5,10 @@ runs of a pack::
 
     {"runs": [{"data": "data-bin/exp1/3bits", "seed": 1, "run_dir": "runs/3bits_s1"}, ...]}
 
-(relative paths are relative to the pack directory; a bare list of runs is accepted too).
+(relative paths are relative to the pack directory; a bare list of runs is accepted too).  A
+run may give its own ``max_update`` (its number of updates, at most the pack's
+``--max-update``) and ``train_args_sha256`` (the hash of its own arguments, recorded in its
+checkpoints instead of the pack's).
 :func:`unpack` turns the packed ``checkpoint_last.pt`` into each run's
 ``run_dir/checkpoints/checkpoint_last.pt`` and ``checkpoint_best.pt``: ordinary fairseq
 checkpoints of the ordinary architecture, whose config, task state and training record are
@@ -46,12 +49,13 @@ def read_pack(pack_dir: str) -> List[Dict]:
 
 def read_description(pack_dir: str) -> Dict:
     """``pack_dir/pack.json``, the one reader of the file: ``{"runs": [{"data": abs path,
-    "seed": int, "run_dir": abs path, "name": str}], "sweep_key": str or None}`` (the key of
-    the sweep that wrote it, see :func:`write_pack`).
+    "seed": int, "run_dir": abs path, "name": str, "max_update": int or None,
+    "train_args_sha256": str or None}], "sweep_key": str or None}`` (the key of the sweep
+    that wrote it, see :func:`write_pack`).
 
     Raises:
-        PackError: no pack.json, not JSON, or a run without data / an int seed / run_dir, or
-            two runs with one run_dir.
+        PackError: no pack.json, not JSON, a run without data / an int seed / run_dir, a
+            ``max_update`` that is not a positive int, or two runs with one run_dir.
     """
     path = Path(pack_dir) / PACK_FILE
     try:
@@ -74,11 +78,17 @@ def read_description(pack_dir: str) -> Dict:
         if not ok:
             raise PackError(f"{path}: run {i} is {run!r}; each run needs \"data\" (a data-bin "
                             "directory), \"seed\" (an int) and \"run_dir\". Fix: complete it")
+        limit = run.get("max_update")
+        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool)
+                                  or limit < 1):
+            raise PackError(f"{path}: run {i} has max_update {limit!r}. Fix: give a positive "
+                            "int (its number of updates) or leave it out (the pack's)")
         base = path.parent
         check_fairseq_path((base / run["data"]).resolve(), f"{path}: run {i}'s data")
         out.append({"data": str((base / run["data"]).resolve()), "seed": run["seed"],
                     "run_dir": str((base / run["run_dir"]).resolve()),
-                    "name": str(run.get("name") or f"run{i}")})
+                    "name": str(run.get("name") or f"run{i}"), "max_update": limit,
+                    "train_args_sha256": run.get("train_args_sha256")})
     dirs = [r["run_dir"] for r in out]
     if len(set(dirs)) != len(dirs):
         raise PackError(f"{path}: two runs share a run_dir. Fix: give every run its own")
@@ -105,7 +115,9 @@ def run_checkpoint(state: Dict, k: int, model_state: Dict, record: Dict,
     Args:
         model_state: the run's ordinary model state dict.
         record: the run's entry of the packed task state (``run``, ``task_cfg``,
-            ``task_state``, ``clip_norm``).
+            ``task_state``, ``clip_norm``, and ``own`` -- the run's own ``max_update``,
+            ``train_args_sha256``, updates and iterator state -- for a run with its own
+            ``max_update``).
         extra: the run's ``extra_state`` (default: the pack's, with the run's best value).
     """
     run = record["run"]
@@ -120,9 +132,19 @@ def run_checkpoint(state: Dict, k: int, model_state: Dict, record: Dict,
     cfg["optimization"]["clip_norm"] = record["clip_norm"]
     cfg["checkpoint"]["save_dir"] = os.path.join(run["run_dir"], "checkpoints")
     history = [dict(h) for h in state.get("optimizer_history") or []]
+    own = record.get("own")
+    if own is not None:
+        cfg["optimization"]["max_update"] = own["max_update"]
+        task["max_update"] = own["max_update"]
+        if own.get("train_args_sha256"):
+            task["train_args_sha256"] = own["train_args_sha256"]
+        if history:
+            history[-1]["num_updates"] = own["updates"]
     if extra is None:
         extra = {key: value for key, value in (state.get("extra_state") or {}).items()
                  if key not in ("metrics", "best", "val_loss")}
+        if own is not None:
+            extra["train_iterator"] = dict(own["train_iterator"])
         if record.get("best") is not None:
             extra["best"] = record["best"]["value"]
     return {"args": None, "cfg": cfg, "model": model_state,
@@ -166,7 +188,9 @@ def unpack(checkpoint: str) -> List[Path]:
         files = {"checkpoint_last.pt": run_checkpoint(state, k, record["model"], record)}
         best = record.get("best")
         history = state.get("optimizer_history") or [{}]
-        if best is not None and best["updates"] == history[-1].get("num_updates"):
+        own = record.get("own")
+        last_updates = own["updates"] if own is not None else history[-1].get("num_updates")
+        if best is not None and best["updates"] == last_updates:
             # the best is the last state: a copy of checkpoint_last.pt, as fairseq's own
             # checkpoint_best.pt is (so that the run decodes it once)
             files["checkpoint_best.pt"] = "checkpoint_last.pt"
