@@ -97,6 +97,40 @@ def test_runs_of_their_own_length_train_as_alone(levels, tmp_path, model, batch)
                (1e-4 * float(longer[n].abs().max()) + 1e-6) for n in short) > 5
 
 
+COSINE = ["--optimizer", "adamw", "--adam-betas", "(0.9,0.98)", "--lr", "1e-3",
+          "--lr-scheduler", "cosine", "--warmup-updates", "3", "--warmup-init-lr", "0",
+          "--clip-norm", "5"]
+
+
+def test_runs_of_their_own_epoch_length_share_a_cosine_schedule(levels, tmp_path):
+    """Training sets of 5, 8 and 3 commands and one --max-update (a grid's fixed
+    ``max_update`` over Experiment 2's support sizes): the cosine rate follows from the
+    update count, so each run is its run alone, validated at its own epoch ends."""
+    args = [*CNN, "--dropout", "0", *COSINE, *VALIDATE, *WHOLE]
+    for i, (data, seed) in enumerate(zip(levels, SEEDS)):
+        fairseq_train([data, "--task", "systematicity", "--seed", seed, *args,
+                       *common_args(tmp_path / f"alone{i}", 12, 1)])
+    pack = write_pack_dir(tmp_path, levels, SEEDS)
+    fairseq_train([pack, "--task", "packed_systematicity", "--seed", 1, "--no-unpack-at-exit",
+                   *args, *common_args(tmp_path / "packed", 12, 1)])
+    unpack(str(tmp_path / "packed" / "checkpoint_last.pt"))
+    for i in range(3):
+        for name in ("checkpoint_last.pt", "checkpoint_best.pt"):
+            alone = load_model(tmp_path / f"alone{i}" / name)
+            ours = load_model(tmp_path / f"run{i}" / "checkpoints" / name)
+            assert_close(alone["model"], ours["model"])
+            assert ours["optimizer_history"][-1]["num_updates"] == \
+                alone["optimizer_history"][-1]["num_updates"]
+            assert ours["extra_state"]["best"] == alone["extra_state"]["best"]
+    # an epoch-dependent rate is refused
+    with pytest.raises(PackedError, match=r"\[5, 8, 3\] training batches per epoch.*"
+                                          r"--force-anneal 2.*Fix: pack runs whose training "
+                                          r"sets have the same size"):
+        fairseq_train([pack, "--task", "packed_systematicity", "--seed", 1, *CNN, *FIXED,
+                       "--force-anneal", "2", *WHOLE,
+                       *common_args(tmp_path / "annealed", 12, 1)])
+
+
 def test_own_max_update_needs_a_learning_rate_of_the_update_count(levels, tmp_path):
     pack = write_pack_dir(tmp_path, levels, SEEDS, LIMITS)
     cosine = [a if a != "fixed" else "cosine" for a in FIXED]

@@ -237,7 +237,8 @@ def test_dry_run_of_experiment_2_packs_support_sizes_together_under_a_fixed_lr(t
     (["--lr", "0.0001", "--lr-scheduler", "fixed", "--max-update", "9"], True),
     (["--lr", "0.0001", "--max-update", "9"], True),  # fairseq's default scheduler: fixed
     (["--lr", "0.0001", "--lr-scheduler", "cosine", "--max-update", "9"], False),
-    (["--lr", "0.0001", "--lr-scheduler", "inverse_sqrt", "--max-update", "9"], False),
+    (["--lr", "0.0001", "--lr-scheduler", "inverse_sqrt", "--max-update", "9"], True),
+    (["--lr", "0.0001", "--lr-scheduler", "polynomial_decay", "--max-update", "9"], False),
     (["--lr", "0.1,0.01", "--lr-scheduler", "fixed", "--max-update", "9"], False),
     (["--lr", "0.1", "--force-anneal", "3", "--max-update", "9"], False),
     (["--lr", "0.1", "--max-epoch", "3", "--max-update", "9"], False),

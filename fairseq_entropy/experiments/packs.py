@@ -5,7 +5,8 @@ Cells are compatible (:func:`pack_key`) when they share the presets file, the ``
 the preset, N, the schedule and every fairseq-train argument but the data and the seed (the
 hash of :func:`~.presets.train_args` on each cell's own level, whose training-set size or
 support size may change ``--max-update``); when the learning rate follows from the update
-count alone (:func:`own_max_update`: ``--lr-scheduler fixed``, as the RNN presets train),
+count alone (:func:`own_max_update`: ``--lr-scheduler fixed``, as the RNN presets train,
+or inverse_sqrt),
 ``--max-update`` is left out of the hash too, and each run of the pack trains its own number
 of updates (pack.json's ``max_update``, the ``packed_systematicity`` task).
 :func:`make_packs` groups the cells still to train into the fewest :class:`Pack` s of at
@@ -40,7 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
-from ..tasks.packed_runs import PACK_FILE, PackError, read_description, write_pack
+from ..tasks.packed_runs import (PACK_FILE, UPDATE_COUNT_SCHEDULERS, PackError,
+                                 read_description, write_pack)
 from .devices import default_device
 from .grids import Cell
 from .locks import LOCK_ENV, LockHeld, RunLock
@@ -114,14 +116,16 @@ def progress_line(pack: Pack) -> Optional[str]:
 def own_max_update(args: Sequence[str]) -> bool:
     """Whether runs with these fairseq-train arguments can each train their own
     ``--max-update`` in one pack: the learning rate follows from the update count alone
-    (``--lr-scheduler fixed``, fairseq's default, with one ``--lr`` and no
-    ``--force-anneal``) and no ``--max-epoch`` ends the training."""
+    (``--lr-scheduler`` fixed, fairseq's default, or inverse_sqrt:
+    :data:`~fairseq_entropy.tasks.packed_runs.UPDATE_COUNT_SCHEDULERS`), with one ``--lr``
+    and no ``--force-anneal``, and no ``--max-epoch`` ends the training."""
     def value(option, default=None):
         return args[args.index(option) + 1] if option in args[:-1] else default
 
     lr = value("--lr", "")
-    return value("--lr-scheduler", "fixed") == "fixed" and "--force-anneal" not in args and \
-        "--max-epoch" not in args and "," not in lr and ":" not in lr
+    return value("--lr-scheduler", "fixed") in UPDATE_COUNT_SCHEDULERS and \
+        "--force-anneal" not in args and "--max-epoch" not in args and "," not in lr and \
+        ":" not in lr
 
 
 def _without_max_update(args: Sequence[str]) -> List[str]:

@@ -20,13 +20,16 @@ fairseq-train's data argument (:mod:`fairseq_entropy.tasks.packed_runs`).  Each 
 * its validation metrics are logged as ``loss_k`` and ``seq_acc_k`` (``seq_acc`` and ``loss``
   pool the runs) and its best checkpoint is kept on its own metric.
 
-Runs may differ in the size of their training sets and in their number of updates (pack.json's
-``max_update`` of a run; Experiment 2's support sizes) when the learning rate follows from the
-update count alone (``--lr-scheduler fixed`` with one ``--lr``, no ``--force-anneal``, no
-``--max-epoch``): step g of the pack is step g of every run that has not reached its own
-``max_update`` (:class:`~fairseq_entropy.data.packed_dataset.RaggedSchedule`), a run that has
-is left unchanged by the optimizer from then on, and each run is validated, and its best
-checkpoint kept, at the ends of its own epochs (``--validate-interval`` epochs, every
+Runs may differ in the size of their training sets when the learning rate follows from the
+update count and ``--max-update`` alone, not the epoch
+(:data:`~.packed_runs.EPOCH_FREE_SCHEDULERS`, one ``--lr``, no ``--force-anneal`` or
+``--max-epoch``), and then also in their number of updates (pack.json's ``max_update`` of a
+run; Experiment 2's support sizes) when it does not depend on ``--max-update`` either
+(:data:`~.packed_runs.UPDATE_COUNT_SCHEDULERS`).  Step g of the pack is then step g of every
+run that has not reached its own ``max_update``
+(:class:`~fairseq_entropy.data.packed_dataset.RaggedSchedule`); a run that has is left
+unchanged by the optimizer from then on; each run is validated, and its best checkpoint kept,
+at the ends of its own epochs (``--validate-interval`` epochs, every
 ``--validate-interval-updates``, and at its last update), as fairseq-train validates it alone.
 
 A pack's parameters are stacked (:mod:`fairseq_entropy.models.packed`), so its checkpoints are
@@ -48,9 +51,10 @@ from fairseq.tasks import register_task
 
 from ..criterions.packed import PackedCriterion, run_keys
 from ..data import exact_match
-from ..data.packed_dataset import PackedDataset, PackedEpochBatchIterator, packed_batch_sampler
+from ..data.packed_dataset import (PackedDataset, PackedEpochBatchIterator,
+                                   packed_batch_sampler, run_batches)
 from ..models.packed import PackedError, PackedModel
-from .packed_runs import read_pack, unpack
+from .packed_runs import EPOCH_FREE_SCHEDULERS, UPDATE_COUNT_SCHEDULERS, read_pack, unpack
 from .seeding import install_cpu_seeding
 from .systematicity import SystematicityConfig, SystematicityTask
 
@@ -152,6 +156,14 @@ class PackedSystematicityTask(SystematicityTask):
                                          disable_iterator_cache=True, **kwargs)
                 for child, ds, run in zip(self.children, dataset.datasets, self.runs)]
         train = dataset is self.datasets.get(self.cfg.train_subset)
+        if train and self.limits is None:
+            counts = [len(run_batches(itr, 1, True)) for itr in runs]
+            if len(set(counts)) > 1:  # epochs of their own length: each run its own steps
+                root = self.cfg._get_parent()
+                check_schedule(root, f"the runs have {counts} training batches per epoch",
+                               EPOCH_FREE_SCHEDULERS,
+                               "pack runs whose training sets have the same size")
+                self.limits = [int(root.optimization.max_update)] * len(runs)
         sampler = packed_batch_sampler(dataset, runs, shuffle=train, same_length=train,
                                        limits=self.limits if train else None)
         if train:
@@ -476,8 +488,7 @@ def _run_limits(runs, root) -> Optional[list]:
 
     Raises:
         PackedError: the pack's ``--max-update`` above every run's, or a learning rate that
-            depends on more than the update count (the runs would not follow their own
-            schedules).
+            depends on more than the update count (:func:`check_schedule`).
     """
     pack = int(root.optimization.max_update) if root is not None and \
         "optimization" in root else 0
@@ -488,17 +499,30 @@ def _run_limits(runs, root) -> Optional[list]:
         raise PackedError(f"packed runs: the runs' max_update are {limits} and the pack's "
                           f"--max-update is {pack}, so its last steps would train no run. "
                           f"Fix: pass --max-update {max(limits)}, the largest")
+    check_schedule(root, f"the runs have their own max_update ({limits})",
+                   UPDATE_COUNT_SCHEDULERS, "pack runs of one max_update")
+    return limits
+
+
+def check_schedule(root, why: str, allowed, fix: str) -> None:
+    """Refuse a learning-rate schedule under which runs that differ as ``why`` says would not
+    each follow their own schedule: a scheduler not in ``allowed``, several ``--lr`` values,
+    ``--force-anneal`` (the fixed scheduler's rate would change with the pack's epoch) or
+    ``--max-epoch``.
+
+    Raises:
+        PackedError: naming the schedule, ``why`` and the fix.
+    """
     opt, sched = root.optimization, root.lr_scheduler
     name = getattr(sched, "_name", None)
-    if name != "fixed" or len(list(opt.lr)) != 1 or \
+    if name not in allowed or len(list(opt.lr)) != 1 or \
             getattr(sched, "force_anneal", None) is not None or opt.max_epoch:
         raise PackedError(
-            f"packed runs: the runs have their own max_update ({limits}), so the learning "
-            "rate must follow from the update count alone, but the pack trains with "
-            f"--lr-scheduler {name}, --lr {list(opt.lr)}, --force-anneal "
-            f"{getattr(sched, 'force_anneal', None)}, --max-epoch {opt.max_epoch}. Fix: "
-            "pack runs of one max_update, or use --lr-scheduler fixed with one --lr")
-    return limits
+            f"packed runs: {why}, so the learning rate must follow from the update count "
+            f"alone ({', '.join('--lr-scheduler ' + a for a in allowed)}, one --lr, no "
+            f"--force-anneal or --max-epoch), but the pack trains with --lr-scheduler "
+            f"{name}, --lr {list(opt.lr)}, --force-anneal "
+            f"{getattr(sched, 'force_anneal', None)}, --max-epoch {opt.max_epoch}. Fix: {fix}")
 
 
 def _child_cfg(cfg, data: str, run: Optional[dict] = None):
