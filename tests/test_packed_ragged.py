@@ -143,6 +143,31 @@ def test_own_max_update_needs_a_learning_rate_of_the_update_count(levels, tmp_pa
                        *common_args(tmp_path / "packed", 30, 1)])
 
 
+def test_a_pack_cut_off_before_any_run_validated_reports_every_run(levels, tmp_path):
+    """fairseq-train validates the pack when it stops: runs with no validation of their own
+    yet are validated then, so fairseq finds the best-checkpoint metric (seq_acc) it needs."""
+    pack = write_pack_dir(tmp_path, levels, SEEDS, LIMITS)
+    fairseq_train([pack, "--task", "packed_systematicity", "--seed", 1, *RNN, "--dropout",
+                   "0", *FIXED, *WHOLE, "--eval-seq-acc", "--best-checkpoint-metric",
+                   "seq_acc", "--maximize-best-checkpoint-metric", "--no-unpack-at-exit",
+                   *common_args(tmp_path / "packed", 1, 1)])
+    state = load_model(tmp_path / "packed" / "checkpoint_last.pt")
+    assert [r["own"]["updates"] for r in state["task_state"]["packed"]["runs"]] == [1, 1, 1]
+    assert 0.0 <= state["extra_state"]["best"] <= 1.0
+
+
+@pytest.mark.parametrize("extra,refused", [
+    (["--update-freq", "2"], r"--update-freq \[2\]"),
+    (["--patience", "3"], r"--patience 3"),
+])
+def test_runs_of_their_own_length_refuse_options_that_would_mix_them(levels, tmp_path,
+                                                                      extra, refused):
+    pack = write_pack_dir(tmp_path, levels, SEEDS, LIMITS)
+    with pytest.raises(PackedError, match=r"own max_update.*" + refused + r".*Fix:"):
+        fairseq_train([pack, "--task", "packed_systematicity", "--seed", 1, *RNN, *FIXED,
+                       *extra, *common_args(tmp_path / "packed", max(LIMITS), 1)])
+
+
 def test_pack_description_reads_and_checks_a_runs_max_update(levels, tmp_path):
     pack = write_pack_dir(tmp_path, levels, SEEDS, LIMITS)
     assert [r["max_update"] for r in read_pack(str(pack))] == LIMITS

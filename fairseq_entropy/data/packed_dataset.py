@@ -141,9 +141,8 @@ class RaggedSchedule:
         limits: ``[U_k]``.
         steps: the pack's steps per epoch, ``max n_k``.
 
-    Raises:
-        ValueError: a run's number of batches changes from one epoch to another (its step
-            ``g`` would no longer follow from ``g`` and ``n_k``).
+    Calling it for a pack epoch raises ValueError when a run's number of batches changes
+    from one epoch to another (its step ``g`` would no longer follow from ``g`` and ``n_k``).
     """
 
     def __init__(self, dataset: PackedDataset, runs: List[iterators.EpochBatchIterator],

@@ -147,7 +147,10 @@ class PackedSystematicityTask(SystematicityTask):
                            num_workers=0, data_buffer_size=0, skip_remainder_batch=False,
                            grouped_shuffling=False, **kwargs):
         """One iterator whose step j is step j of every run's own iterator (seeded with the
-        run's seed); fairseq's iterator state (epoch, position) resumes it."""
+        run's seed), or, for runs of their own length, whose step g of the whole training is
+        every unfinished run's step g
+        (:class:`~fairseq_entropy.data.packed_dataset.RaggedSchedule`); fairseq's iterator
+        state (epoch, position) resumes it."""
         if not isinstance(dataset, PackedDataset):
             return super().get_batch_iterator(dataset, *args, seed=seed, epoch=epoch, **kwargs)
         kwargs.pop("disable_iterator_cache", None)
@@ -233,15 +236,17 @@ class PackedSystematicityTask(SystematicityTask):
                 for p, value in zip(params, kept):
                     p.data[done] = value
         if self.limits is not None:
-            for k in self._runs_validating(update_num + 1):
-                self._validate_run(k, model, update_num + 1)
+            for k, save in self._runs_validating(update_num + 1):
+                self._validate_run(k, model, update_num + 1, save)
 
     def _runs_validating(self, updates: int) -> list:
-        """The runs that fairseq-train would validate alone after their update ``updates``:
-        at the end of every ``--validate-interval``-th epoch of their own, at their last
-        update, at a mid-epoch save (``--save-interval-updates``) and every
-        ``--validate-interval-updates`` (none with ``--disable-validation`` or before
-        ``--validate-after-updates``)."""
+        """``[(k, save)]``: the runs that fairseq-train would validate alone after their
+        update ``updates`` -- at the end of every ``--validate-interval``-th epoch of their
+        own, at their last update, at a mid-epoch save (``--save-interval-updates``) and
+        every ``--validate-interval-updates`` (none with ``--disable-validation`` or before
+        ``--validate-after-updates``) -- and whether it would also save a checkpoint there
+        (``fairseq_cli.train.validate_and_save``'s ``do_save``; never with ``--no-save``),
+        where alone its checkpoint_best would be decided."""
         root = self.cfg._get_parent()
         if root is None or self.schedule is None:
             return []
@@ -256,18 +261,30 @@ class PackedSystematicityTask(SystematicityTask):
             end = j + 1 == self.schedule.epoch_steps[k]
             save_mid = ck.save_interval_updates > 0 and \
                 updates % ck.save_interval_updates == 0
+            save = not ck.no_save and ((end and epoch % ck.save_interval == 0) or
+                                       updates == limit or save_mid)
             if (not end and save_mid) or (end and epoch % ds.validate_interval == 0) or \
                     updates == limit or (ds.validate_interval_updates > 0 and
                                          updates % ds.validate_interval_updates == 0):
-                out.append(k)
+                out.append((k, save))
         return out
 
-    def _validate_run(self, k: int, model, updates: int) -> None:
+    def _iterator_at(self, k: int, updates: int) -> dict:
+        """fairseq's training-iterator state of run k alone after ``updates`` of its updates
+        (``EpochBatchIterator.state_dict``: at an epoch's end, the next epoch at 0)."""
+        if not updates:
+            return {"version": 2, "epoch": 1, "iterations_in_epoch": 0, "shuffle": True}
+        epoch, j = self.schedule.run_position(k, updates - 1)
+        end = j + 1 == self.schedule.epoch_steps[k]
+        return {"version": 2, "epoch": epoch + end, "iterations_in_epoch": 0 if end else j + 1,
+                "shuffle": True}
+
+    def _validate_run(self, k: int, model, updates: int, save: bool = True) -> None:
         """Validate run k alone on the first ``--valid-subset`` (its ordinary model, its own
         batches as fairseq-train's validation iterator makes them), log the line fairseq-train
-        would, and keep its best weights (:meth:`_keep_best`)."""
+        would and, where fairseq-train would save a checkpoint (``save``), keep its best
+        weights (:meth:`_keep_best`)."""
         from fairseq import utils
-        from fairseq.logging import metrics
 
         root = self.cfg._get_parent()
         ds = root.dataset
@@ -295,20 +312,24 @@ class PackedSystematicityTask(SystematicityTask):
             runs[k] = batch
             logs.append(self._valid_runs({"runs": runs}, model, self.criterion)[2])
         self.latest_valid[k] = logs
-        with metrics.aggregate(new_root=True) as agg:
-            self.reduce_metrics(logs, self.criterion)
-        stats = agg.get_smoothed_values()
-        epoch, j = self.schedule.run_position(k, updates - 1)
+        self.valid_counts = [0, 0]  # the progress line's "last valid seq_acc": this one
+        stats = self._reduced(logs)
+        epoch, _ = self.schedule.run_position(k, updates - 1)
         logger.info("run %d (%s): valid on '%s' subset | epoch %03d | loss %s | seq_acc %s | "
                     "num_updates %d", k, self.runs[k]["name"], subset, epoch,
                     stats.get(f"loss_{k}"), stats.get(f"seq_acc_{k}"), updates)
-        metric = root.checkpoint.best_checkpoint_metric
-        value = stats.get(f"{metric}_{k}")
-        if value is not None:
-            own = {"epoch": epoch + (j + 1 == self.schedule.epoch_steps[k]),
-                   "iterations_in_epoch": 0 if j + 1 == self.schedule.epoch_steps[k]
-                   else j + 1, "shuffle": True}
-            self._keep_best(k, value, model, updates, own)
+        value = stats.get(f"{root.checkpoint.best_checkpoint_metric}_{k}")
+        if value is not None and save:
+            self._keep_best(k, value, model, updates, self._iterator_at(k, updates))
+
+    def _reduced(self, logs: list) -> dict:
+        """The metrics fairseq would log for ``logs`` (:meth:`reduce_metrics` in an
+        aggregation of their own), as ``{name: rounded value}``."""
+        from fairseq.logging import metrics
+
+        with metrics.aggregate(new_root=True) as agg:
+            self.reduce_metrics(logs, self.criterion, latest=False)
+        return agg.get_smoothed_values()
 
     def begin_valid_epoch(self, epoch, model):
         """Load every run's current weights into its ordinary model (fairseq hook)."""
@@ -321,10 +342,14 @@ class PackedSystematicityTask(SystematicityTask):
         """Each run's ordinary validation (its criterion, and greedy exact match with
         ``--eval-seq-acc``) on its own batch, with its ordinary model.  A pack whose runs
         have their own ``max_update`` validates each run at its own epoch ends instead
-        (:meth:`_validate_run`): fairseq-train's validation of the pack computes nothing and
-        reports each run's latest validation (:meth:`reduce_metrics`)."""
+        (:meth:`_validate_run`): fairseq-train's validation of the pack computes only the
+        runs not validated yet and reports the others' latest validation
+        (:meth:`reduce_metrics`)."""
         if self.limits is not None:
-            return torch.tensor(0.0), 1, {"ntokens": 0, "nsentences": 0, "sample_size": 1}
+            # runs not validated yet (a pack cut off before their first epoch ended) are
+            # computed here, the others are reported from their latest validation
+            sample = {"runs": [None if k in self.latest_valid else s
+                               for k, s in enumerate(sample["runs"])]}
         return self._valid_runs(sample, model, criterion)
 
     def _valid_runs(self, sample, model, criterion):
@@ -349,16 +374,18 @@ class PackedSystematicityTask(SystematicityTask):
                 out[f"_seq_acc_total_{k}"] = s["target"].size(0)
         return torch.tensor(total), 1, out
 
-    def reduce_metrics(self, logging_outputs, criterion):
+    def reduce_metrics(self, logging_outputs, criterion, latest: bool = True):
         """The packed criterion's metrics and, per run k, ``seq_acc_k``; ``seq_acc`` is the
         runs' pooled exact match (all runs' correct sentences over all their sentences)."""
         from fairseq.logging import metrics
 
-        if self.limits is not None and not run_keys(logging_outputs):
+        if self.limits is not None and latest:
             # fairseq-train's validation of a pack whose runs validate at their own epoch
-            # ends: each run's latest validation
-            logging_outputs = [log for k in sorted(self.latest_valid)
-                               for log in self.latest_valid[k]]
+            # ends: each run's latest validation, beside the runs computed in this one
+            present = set(run_keys(logging_outputs))
+            logging_outputs = list(logging_outputs) + [
+                log for k in sorted(self.latest_valid) if k not in present
+                for log in self.latest_valid[k]]
         criterion.__class__.reduce_metrics(logging_outputs)
         all_correct = all_total = 0
         for k in run_keys(logging_outputs):
@@ -440,12 +467,8 @@ class PackedSystematicityTask(SystematicityTask):
         ``max_update``): its ``max_update``, ``train_args_sha256``, updates done and fairseq's
         iterator state at that update."""
         updates = self._own_updates(k, self._last_update_or_0())
-        iterator = {"epoch": 1, "iterations_in_epoch": 0, "shuffle": True}
-        if updates and self.schedule is not None:
-            epoch, j = self.schedule.run_position(k, updates - 1)
-            end = j + 1 == self.schedule.epoch_steps[k]
-            iterator = {"epoch": epoch + end, "iterations_in_epoch": 0 if end else j + 1,
-                        "shuffle": True}
+        iterator = self._iterator_at(k, updates) if self.schedule is not None else \
+            {"version": 2, "epoch": 1, "iterations_in_epoch": 0, "shuffle": True}
         return {"max_update": self.limits[k],
                 "train_args_sha256": self.children[k].cfg.train_args_sha256,
                 "updates": updates, "train_iterator": iterator}
@@ -505,15 +528,18 @@ def _run_limits(runs, root) -> Optional[list]:
 
 
 def check_schedule(root, why: str, allowed, fix: str) -> None:
-    """Refuse a learning-rate schedule under which runs that differ as ``why`` says would not
-    each follow their own schedule: a scheduler not in ``allowed``, several ``--lr`` values,
-    ``--force-anneal`` (the fixed scheduler's rate would change with the pack's epoch) or
-    ``--max-epoch``.
+    """Refuse a training under which runs that differ as ``why`` says would not each follow
+    their own schedule: a learning-rate scheduler not in ``allowed``, several ``--lr``
+    values, ``--force-anneal`` (the fixed scheduler's rate would change with the pack's
+    epoch), ``--max-epoch``, no ``--max-update``, ``--update-freq`` above 1 (a run's steps
+    are batches), ``--fp16``/``--bf16``/``--amp`` (a finished run's frozen weights would come
+    back from the optimizer's fp32 copy) and ``--patience`` (the pack would stop on the
+    runs' pooled validation).
 
     Raises:
-        PackedError: naming the schedule, ``why`` and the fix.
+        PackedError: naming what is refused, ``why`` and the fix.
     """
-    opt, sched = root.optimization, root.lr_scheduler
+    opt, sched, common = root.optimization, root.lr_scheduler, root.common
     name = getattr(sched, "_name", None)
     if name not in allowed or len(list(opt.lr)) != 1 or \
             getattr(sched, "force_anneal", None) is not None or opt.max_epoch:
@@ -523,11 +549,25 @@ def check_schedule(root, why: str, allowed, fix: str) -> None:
             f"--force-anneal or --max-epoch), but the pack trains with --lr-scheduler "
             f"{name}, --lr {list(opt.lr)}, --force-anneal "
             f"{getattr(sched, 'force_anneal', None)}, --max-epoch {opt.max_epoch}. Fix: {fix}")
+    refused = [text for bad, text in (
+        (not opt.max_update, "no --max-update (the runs' steps are counted to it)"),
+        (list(opt.update_freq) != [1], f"--update-freq {list(opt.update_freq)} (a run's "
+                                       "steps are its batches)"),
+        (common.fp16 or common.bf16 or common.amp, "--fp16, --bf16 or --amp (a finished "
+                                                   "run's weights would come back from the "
+                                                   "optimizer's fp32 copy)"),
+        (root.checkpoint.patience > 0, f"--patience {root.checkpoint.patience} (the pack "
+                                       "would stop on the runs' pooled validation)"))
+        if bad]
+    if refused:
+        raise PackedError(f"packed runs: {why}, and the pack trains with {refused[0]}. Fix: "
+                          f"{fix}, or train without it")
 
 
 def _child_cfg(cfg, data: str, run: Optional[dict] = None):
-    """A copy of the pack's task config for one run (its data), the packed options dropped;
-    its parent stays the pack's root config."""
+    """A copy of the pack's task config for one run (its data, and the ``max_update`` and
+    ``train_args_sha256`` that ``run`` gives of its own), the packed options dropped; its
+    parent stays the pack's root config."""
     import copy
 
     from omegaconf import open_dict
