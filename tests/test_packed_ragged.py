@@ -9,6 +9,7 @@ tensor more than 5x the tolerance.
 """
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -166,6 +167,21 @@ def test_runs_of_their_own_length_refuse_options_that_would_mix_them(levels, tmp
     with pytest.raises(PackedError, match=r"own max_update.*" + refused + r".*Fix:"):
         fairseq_train([pack, "--task", "packed_systematicity", "--seed", 1, *RNN, *FIXED,
                        *extra, *common_args(tmp_path / "packed", max(LIMITS), 1)])
+
+
+def test_pack_command_takes_a_runs_own_max_update(levels, tmp_path, capsys):
+    from fairseq_entropy.cli import main as cli
+
+    pack = tmp_path / "p"
+    assert cli(["pack", str(pack), "--run", str(levels[0]), "3", str(tmp_path / "r0"), "15",
+                "--run", str(levels[1]), "5", str(tmp_path / "r1")]) == 0
+    assert [r["max_update"] for r in read_pack(str(pack))] == [15, None]
+    for bad, why in ((["0"], r"MAX_UPDATE '0' is not an integer >= 1"),
+                     (["15", "x"], r"5 values. Fix: give DATA SEED RUN_DIR and optionally")):
+        assert cli(["pack", str(tmp_path / "q"), "--run", str(levels[0]), "3",
+                    str(tmp_path / "r0"), *bad]) != 0
+        assert re.search(why, capsys.readouterr().err)
+    assert not (tmp_path / "q").exists()
 
 
 def test_pack_description_reads_and_checks_a_runs_max_update(levels, tmp_path):

@@ -1,5 +1,5 @@
-"""``fairseq-entropy pack PACK_DIR --run DATA SEED RUN_DIR ...``: write a pack description
-(``pack.json``) for ``fairseq-train PACK_DIR --task packed_systematicity``
+"""``fairseq-entropy pack PACK_DIR --run DATA SEED RUN_DIR [MAX_UPDATE] ...``: write a pack
+description (``pack.json``) for ``fairseq-train PACK_DIR --task packed_systematicity``
 (:func:`fairseq_entropy.tasks.packed_runs.write_pack`)."""
 
 from __future__ import annotations
@@ -13,10 +13,13 @@ def add_parser(sub) -> None:
                                     "fairseq-train --task packed_systematicity trains")
     p.add_argument("pack_dir", metavar="PACK_DIR", help="directory of the pack description "
                                                         "(fairseq-train's data argument)")
-    p.add_argument("--run", nargs=3, action="append", required=True,
-                   metavar=("DATA", "SEED", "RUN_DIR"),
+    p.add_argument("--run", nargs="+", action="append", required=True,
+                   metavar=("DATA SEED RUN_DIR", "MAX_UPDATE"),
                    help="one run: its data-bin directory, training seed and run directory "
-                        "(its checkpoints go to RUN_DIR/checkpoints); repeat per run")
+                        "(its checkpoints go to RUN_DIR/checkpoints), and optionally its own "
+                        "number of updates (fairseq-train's --max-update is then the largest "
+                        "of the runs'; docs/packing.md, runs of their own length); repeat "
+                        "per run")
 
 
 def run(args) -> None:
@@ -29,7 +32,16 @@ def run(args) -> None:
         raise PackError(f"PACK_DIR {args.pack_dir} is a file. Fix: give a directory (created "
                         "if missing)")
     runs = []
-    for data, seed, run_dir in args.run:
+    for values in args.run:
+        if len(values) not in (3, 4):
+            raise PackError(f"--run {' '.join(values)}: {len(values)} values. Fix: give DATA "
+                            "SEED RUN_DIR and optionally MAX_UPDATE")
+        data, seed, run_dir = values[:3]
+        limit = values[3] if len(values) == 4 else None
+        if limit is not None and (not limit.isdigit() or int(limit) < 1):
+            raise PackError(f"--run {' '.join(values)}: MAX_UPDATE {limit!r} is not an "
+                            "integer >= 1. Fix: give the run's number of updates, or leave it "
+                            "out (fairseq-train's --max-update)")
         if not seed.isdigit():
             raise PackError(f"--run {data} {seed} {run_dir}: the seed {seed!r} is not an "
                             "integer >= 0. Fix: give one, as fairseq-train --seed takes")
@@ -43,7 +55,8 @@ def run(args) -> None:
             raise PackError(f"--run {data}: no dict.in.txt there, not a data-bin directory. "
                             "Fix: give the binarized level (fairseq-entropy binarize --out)")
         runs.append({"data": str(Path(data).resolve()), "seed": int(seed),
-                     "run_dir": str(Path(run_dir).resolve())})
+                     "run_dir": str(Path(run_dir).resolve()),
+                     **({"max_update": int(limit)} if limit is not None else {})})
     same = [(r["data"], r["seed"]) for r in runs]
     repeated = sorted({x for x in same if same.count(x) > 1})
     if repeated:
