@@ -41,8 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
-from ..tasks.packed_runs import (PACK_FILE, UPDATE_COUNT_SCHEDULERS, PackError,
-                                 read_description, write_pack)
+from ..tasks.packed_own_length import own_max_update, without_max_update
+from ..tasks.packed_runs import PACK_FILE, PackError, read_description, write_pack
 from .devices import default_device
 from .grids import Cell
 from .locks import LOCK_ENV, LockHeld, RunLock
@@ -113,29 +113,6 @@ def progress_line(pack: Pack) -> Optional[str]:
     return None if at < 0 else f" [{pack.label()}] {tail[at:].splitlines()[0]}"
 
 
-def own_max_update(args: Sequence[str]) -> bool:
-    """Whether runs with these fairseq-train arguments can each train their own
-    ``--max-update`` in one pack: the learning rate follows from the update count alone
-    (``--lr-scheduler`` fixed, fairseq's default, or inverse_sqrt:
-    :data:`~fairseq_entropy.tasks.packed_runs.UPDATE_COUNT_SCHEDULERS`), with one ``--lr``
-    and no ``--force-anneal``, and no ``--max-epoch`` ends the training."""
-    def value(option, default=None):
-        return args[args.index(option) + 1] if option in args[:-1] else default
-
-    lr = value("--lr", "")
-    return value("--lr-scheduler", "fixed") in UPDATE_COUNT_SCHEDULERS and \
-        "--force-anneal" not in args and "--max-epoch" not in args and "," not in lr and \
-        ":" not in lr
-
-
-def _without_max_update(args: Sequence[str]) -> List[str]:
-    """``args`` with the value of ``--max-update`` replaced by ``own``."""
-    out = list(args)
-    if "--max-update" in out[:-1]:
-        out[out.index("--max-update") + 1] = "own"
-    return out
-
-
 def pack_key(cell: Cell, root: str | os.PathLike,
              table: Optional[dict] = None) -> Tuple[str, bool]:
     """The compatibility key of a cell and whether it is exact.
@@ -161,7 +138,7 @@ def pack_key(cell: Cell, root: str | os.PathLike,
         args = train_args(table[cell.preset], databin, cell.schedule.epochs,
                           cell.schedule.max_update)
         if own_max_update(args):
-            args = _without_max_update(args)
+            args = without_max_update(args)
         parts += [train_args_sha256(args), str(subword_data(databin))]
     except PresetError:
         exact = False

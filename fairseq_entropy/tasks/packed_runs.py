@@ -31,13 +31,7 @@ from ..files import atomic_write_bytes, check_fairseq_path
 PACK_FILE = "pack.json"
 #: packed-task options that the ordinary ``systematicity`` task does not know
 PACKED_TASK_KEYS = ("run_clip_norm", "no_unpack_at_exit")
-#: fairseq learning-rate schedulers whose rate follows from the update count (and
-#: ``--max-update``) alone, never from the epoch: runs whose epochs differ in length can share
-#: them in a pack
-EPOCH_FREE_SCHEDULERS = ("fixed", "inverse_sqrt", "cosine", "polynomial_decay", "tri_stage")
-#: ... and of these, the ones whose rate does not depend on ``--max-update`` either: runs of
-#: their own number of updates can share them
-UPDATE_COUNT_SCHEDULERS = ("fixed", "inverse_sqrt")
+
 
 
 class PackError(UserError, ValueError):
