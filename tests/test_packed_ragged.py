@@ -68,21 +68,28 @@ def assert_close(alone: dict, packed: dict) -> None:
         assert err <= tol, (name, err, tol)
 
 
+def assert_same_checkpoints(root: Path, i: int, iterator: bool) -> None:
+    """Run i's unpacked last and best checkpoints are those of ``alone{i}``: weights
+    (:func:`assert_close`), updates, best value and, with ``iterator``, the iterator's epoch
+    and position."""
+    for name in ("checkpoint_last.pt", "checkpoint_best.pt"):
+        alone = load_model(root / f"alone{i}" / name)
+        ours = load_model(root / f"run{i}" / "checkpoints" / name)
+        assert_close(alone["model"], ours["model"])
+        assert ours["optimizer_history"][-1]["num_updates"] == \
+            alone["optimizer_history"][-1]["num_updates"]
+        assert ours["extra_state"]["best"] == alone["extra_state"]["best"]
+        if iterator:
+            for key in ("epoch", "iterations_in_epoch"):
+                assert ours["extra_state"]["train_iterator"][key] == \
+                    alone["extra_state"]["train_iterator"][key]
+
+
 @pytest.mark.parametrize("model,batch", [(RNN, 1), (CNN, 1)], ids=["rnn", "cnn"])
 def test_runs_of_their_own_length_train_as_alone(levels, tmp_path, model, batch):
     train(tmp_path, levels, model, batch)
     for i, limit in enumerate(LIMITS):
-        for name in ("checkpoint_last.pt", "checkpoint_best.pt"):
-            alone = load_model(tmp_path / f"alone{i}" / name)
-            ours = load_model(tmp_path / f"run{i}" / "checkpoints" / name)
-            assert_close(alone["model"], ours["model"])
-            assert ours["optimizer_history"][-1]["num_updates"] == \
-                alone["optimizer_history"][-1]["num_updates"]
-            assert ours["extra_state"]["best"] == alone["extra_state"]["best"]
-            assert ours["extra_state"]["train_iterator"]["epoch"] == \
-                alone["extra_state"]["train_iterator"]["epoch"]
-            assert ours["extra_state"]["train_iterator"]["iterations_in_epoch"] == \
-                alone["extra_state"]["train_iterator"]["iterations_in_epoch"]
+        assert_same_checkpoints(tmp_path, i, iterator=True)
         last = load_model(tmp_path / f"run{i}" / "checkpoints" / "checkpoint_last.pt")
         assert last["optimizer_history"][-1]["num_updates"] == limit
         assert last["cfg"]["optimization"]["max_update"] == limit
@@ -116,13 +123,7 @@ def test_runs_of_their_own_epoch_length_share_a_cosine_schedule(levels, tmp_path
                    *args, *common_args(tmp_path / "packed", 12, 1)])
     unpack(str(tmp_path / "packed" / "checkpoint_last.pt"))
     for i in range(3):
-        for name in ("checkpoint_last.pt", "checkpoint_best.pt"):
-            alone = load_model(tmp_path / f"alone{i}" / name)
-            ours = load_model(tmp_path / f"run{i}" / "checkpoints" / name)
-            assert_close(alone["model"], ours["model"])
-            assert ours["optimizer_history"][-1]["num_updates"] == \
-                alone["optimizer_history"][-1]["num_updates"]
-            assert ours["extra_state"]["best"] == alone["extra_state"]["best"]
+        assert_same_checkpoints(tmp_path, i, iterator=False)
     # an epoch-dependent rate is refused
     with pytest.raises(PackedError, match=r"\[5, 8, 3\] training batches per epoch.*"
                                           r"--force-anneal 2.*Fix: pack runs whose training "

@@ -46,7 +46,8 @@ from ..tasks.packed_runs import PACK_FILE, PackError, read_description, write_pa
 from .devices import default_device
 from .grids import Cell
 from .locks import LOCK_ENV, LockHeld, RunLock
-from .presets import PresetError, load_presets, train_args, train_args_sha256
+from .presets import (PresetError, load_presets, max_update_of, train_args,
+                      train_args_sha256)
 from .processes import CHILDREN, Stopping, stop_on_signals
 from .rerun import ScheduleChanged, check_trained, expected_schedule
 from .fairseq_train import best_metric, train_command
@@ -240,10 +241,6 @@ def _cell_args(cell: Cell, root: str | os.PathLike) -> List[str]:
     return train_args(spec, cell.databin(root), cell.schedule.epochs, cell.schedule.max_update)
 
 
-def _max_update(args: Sequence[str]) -> int:
-    return int(args[args.index("--max-update") + 1])
-
-
 def write_description(pack: Pack, root: str | os.PathLike) -> Path:
     """``PACK_DIR/pack.json``: the runs (data, seed, run_dir, name) and the pack's key; when
     the runs' numbers of updates differ (their levels binarized), each run's own
@@ -254,9 +251,9 @@ def write_description(pack: Pack, root: str | os.PathLike) -> Path:
         args = [_cell_args(c, root) for c in pack.cells]
     except PresetError:  # a level not binarized yet: its pack cannot train (pack_command)
         args = []
-    if len({_max_update(a) for a in args}) > 1:
+    if len({max_update_of(a) for a in args}) > 1:
         for run, own in zip(runs, args):
-            run.update(max_update=_max_update(own), train_args_sha256=train_args_sha256(own))
+            run.update(max_update=max_update_of(own), train_args_sha256=train_args_sha256(own))
     return write_pack(str(pack.dir), runs, pack.key)
 
 
@@ -266,7 +263,7 @@ def pack_command(pack: Pack, root: str | os.PathLike, device: str) -> List[str]:
     each trains its own."""
     first = pack.cells[0]
     databin = first.databin(root)
-    args = max((_cell_args(c, root) for c in pack.cells), key=_max_update)
+    args = max((_cell_args(c, root) for c in pack.cells), key=max_update_of)
     # unpacked by run_pack once trained: a pack cut off leaves no run checkpoints behind
     return [*train_command(pack.dir, pack.dir, [*args, *PACKED_TASK],
                            first.user_dir or str(user_dir()), device,

@@ -330,6 +330,11 @@ def train_args(preset: dict, data_dir: str | os.PathLike, epochs: Optional[float
     return args
 
 
+def max_update_of(args: List[str]) -> int:
+    """The ``--max-update`` of :func:`train_args`' arguments (they always hold one)."""
+    return int(args[args.index("--max-update") + 1])
+
+
 def schedule_updates(preset: dict, n: int, support: Optional[list] = None,
                      epochs: Optional[float] = None, max_update: Optional[int] = None) -> tuple:
     """(epochs, updates) of ``preset`` on ``n`` training commands: ``max_update`` when given,

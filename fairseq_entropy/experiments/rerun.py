@@ -15,7 +15,7 @@ from ..analysis.schedules import NO_EXTRA_ARGS_SHA256
 from ..scan.manifests import manifest_sha256
 from ..errors import UserError
 from ..files import read_json
-from .presets import PresetError, train_args, train_args_sha256
+from .presets import PresetError, max_update_of, train_args, train_args_sha256
 
 
 class ScheduleChanged(UserError):
@@ -193,7 +193,7 @@ def expected_schedule(spec: dict, databin: str | os.PathLike, epochs: Optional[f
         sha = manifest_sha256(manifest)
         m = read_json(manifest)
         label = f"{databin}: " + _data_label(m.get("experiment"), m.get("level"), m.get("seed"))
-    return {"max_update": int(args[args.index("--max-update") + 1]),
+    return {"max_update": max_update_of(args),
             "train_args_sha256": train_args_sha256(args), "data_manifest_sha256": sha,
             "data_label": label, "seed": seed,
             "extra_args_sha256": None if extra_args is None else

@@ -106,7 +106,6 @@ def check_schedule(root, why: str, allowed, fix: str) -> None:
                           f"{fix}, or train without it")
 
 
-
 class OwnLengthRuns:
     """The packed task's methods for runs of their own length (mixed into
     ``PackedSystematicityTask``; they read its ``limits``, ``schedule``, ``children``,
@@ -151,12 +150,8 @@ class OwnLengthRuns:
     def _iterator_at(self, k: int, updates: int) -> dict:
         """fairseq's training-iterator state of run k alone after ``updates`` of its updates
         (``EpochBatchIterator.state_dict``: at an epoch's end, the next epoch at 0)."""
-        if not updates:
-            return {"version": 2, "epoch": 1, "iterations_in_epoch": 0, "shuffle": True}
-        epoch, j = self.schedule.run_position(k, updates - 1)
-        end = j + 1 == self.schedule.epoch_steps[k]
-        return {"version": 2, "epoch": epoch + end, "iterations_in_epoch": 0 if end else j + 1,
-                "shuffle": True}
+        epoch, done = divmod(updates, self.schedule.epoch_steps[k])
+        return {"version": 2, "epoch": epoch + 1, "iterations_in_epoch": done, "shuffle": True}
 
     def _validate_run(self, k: int, model, updates: int, save: bool = True) -> None:
         """Validate run k alone on the first ``--valid-subset`` (its ordinary model, its own
@@ -171,8 +166,7 @@ class OwnLengthRuns:
         child = self.children[k]
         if subset not in child.datasets:
             child.load_dataset(subset, combine=False, epoch=1)
-        ordinary = model.models[k]
-        ordinary.load_state_dict(model.unpacked_state_dicts()[k], strict=True)
+        ordinary = model.synced(k)
         device = next(model.parameters()).device
         itr = child.get_batch_iterator(
             dataset=child.dataset(subset), max_tokens=ds.max_tokens_valid,
