@@ -105,6 +105,32 @@ def test_runs_of_their_own_length_train_as_alone(levels, tmp_path, model, batch)
                (1e-4 * float(longer[n].abs().max()) + 1e-6) for n in short) > 5
 
 
+@pytest.mark.parametrize("sizes,limits", [([3, 3, 3], None), (SIZES, [12, 9, 7])],
+                         ids=["one-length", "own-length"])
+def test_a_runs_best_is_kept_only_where_fairseq_train_saves(tmp_path, sizes, limits):
+    """Validated after every update, saved at every 2nd epoch's end and the last update:
+    alone, a run's checkpoint_best is decided at the saves only. With the largest loss as
+    "best" (loss falls, so every validation between saves would win), the pack's best must
+    be the run's at its first save, not at its first validation."""
+    datas = write_levels(tmp_path / "data", 0, 3, sizes=sizes)
+    args = [*CNN, "--dropout", "0", *FIXED, "--eval-seq-acc", "--best-checkpoint-metric",
+            "loss", "--maximize-best-checkpoint-metric", "--validate-interval-updates", "1",
+            "--save-interval", "2", *WHOLE]
+    limits_or_12 = limits or [12] * 3
+    for i, (data, seed, limit) in enumerate(zip(datas, SEEDS, limits_or_12)):
+        fairseq_train([data, "--task", "systematicity", "--seed", seed, *args,
+                       *common_args(tmp_path / f"alone{i}", limit, 1)])
+        best = load_model(tmp_path / f"alone{i}" / "checkpoint_best.pt")
+        # its first save: the end of epoch 2, or its last update if that comes first
+        assert best["optimizer_history"][-1]["num_updates"] == min(2 * sizes[i], limit)
+    pack = write_pack_dir(tmp_path, datas, SEEDS, limits)
+    fairseq_train([pack, "--task", "packed_systematicity", "--seed", 1, "--no-unpack-at-exit",
+                   *args, *common_args(tmp_path / "packed", 12, 1)])
+    unpack(str(tmp_path / "packed" / "checkpoint_last.pt"))
+    for i in range(3):
+        assert_same_checkpoints(tmp_path, i, iterator=limits is not None)
+
+
 COSINE = ["--optimizer", "adamw", "--adam-betas", "(0.9,0.98)", "--lr", "1e-3",
           "--lr-scheduler", "cosine", "--warmup-updates", "3", "--warmup-init-lr", "0",
           "--clip-norm", "5"]

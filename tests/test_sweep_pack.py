@@ -15,6 +15,7 @@ import pytest
 from fairseq_entropy.cli import main as cli
 from fairseq_entropy.experiments import packs, sweep
 from fairseq_entropy.experiments.grids import Cell, GridError, Schedule, load_grid
+from fairseq_entropy.tasks.packed_runs import run_lines
 from _toy import tiny_level  # noqa: E402
 
 BIN = Path(sys.executable).parent
@@ -275,6 +276,24 @@ def test_a_pack_of_runs_of_their_own_length_writes_each_runs_updates(tmp_path,
 
 
 # ------------------------------------------------------------------------ a packed sweep
+POOLED = ("2026-12-07 06:42:15 | INFO | valid | epoch 002 | valid on 'valid' subset | "
+          "loss_0 4.398 | loss_1 4.2 | loss 4.3 | seq_acc_0 0.25 | seq_acc_1 0.5 | "
+          "seq_acc 0.375 | num_updates 8 | best_loss 4.3\n")
+
+
+def test_a_runs_log_keeps_its_own_metrics_under_their_ordinary_names():
+    progress = "progress: epoch 2/2 | update 8/8 | 1 s elapsed\n"
+    assert run_lines([progress, POOLED], 1) == [
+        progress, "2026-12-07 06:42:15 | INFO | valid | epoch 002 | valid on 'valid' subset | "
+                  "loss 4.2 | seq_acc 0.5 | num_updates 8\n"]
+    # runs validated at their own epochs: run k's own lines only, not the pack's pooled one
+    own = ["x | INFO | fairseq_entropy.tasks.packed | run %d (p/seed1/support_%d): valid on "
+           "'valid' subset | epoch 001 | loss 2.7 | seq_acc 0.0 | num_updates %d\n" % (k, k, u)
+           for k, u in ((0, 12), (1, 23))]
+    assert run_lines([own[0], own[1], POOLED, progress], 1) == [own[1], progress]
+    assert run_lines([own[0], own[1], POOLED], 0) == [own[0]]
+
+
 @pytest.fixture(scope="module")
 def tiny_root(tmp_path_factory):
     """The grid's two levels built and binarized under a sweep root (48 test commands)."""
@@ -331,6 +350,9 @@ def test_packed_sweep_writes_the_cell_layout_of_an_unpacked_one(tiny_root, tmp_p
             (run / "checkpoints" / "checkpoint_last.pt").read_bytes()
         assert score["seed"] == 5 and score["schedule"]["max_update"] == 4
         assert "skip training" in (run / "sweep.log").read_text()
+        # its train.log has its own validations, under the ordinary metric names
+        valid = [ln for ln in (run / "train.log").read_text().splitlines() if "valid on" in ln]
+        assert valid and not any(re.search(r"\b\w+_[01] ", ln) for ln in valid), valid
         assert (run / "tensorboard").resolve() == next(
             (roots["packed"] / "packs").rglob("pack-*")).resolve() / "tensorboard"
     # cut off while decoding: the rerun trains nothing again (the pack is finished), each

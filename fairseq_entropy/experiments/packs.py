@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from ..tasks.packed_own_length import own_max_update, without_max_update
-from ..tasks.packed_runs import PACK_FILE, PackError, read_description, write_pack
+from ..tasks.packed_runs import PACK_FILE, PackError, read_description, run_lines, write_pack
 from .devices import default_device
 from .grids import Cell
 from .locks import LOCK_ENV, LockHeld, RunLock
@@ -326,9 +326,10 @@ def _run_files(pack: Pack, k: int, run: Path) -> None:
     lines = [ln for ln in pack.train_log.read_text(errors="replace").splitlines(True)
              if SHOWN.search(ln)]
     with open(run / "train.log", "a") as log:
-        log.write(f"=== trained as run {k} of the pack {pack.dir} (its metrics end in _{k}; "
-                  f"the whole log: {pack.train_log})\n")
-        log.writelines(lines)
+        log.write(f"=== trained as run {k} of the pack {pack.dir} (the whole log, every "
+                  f"run's metrics ending in _<run>: {pack.train_log})\n")
+        log.writelines(run_lines(lines, k))
+
     board = run / "tensorboard"
     if not board.exists() and not board.is_symlink():
         board.symlink_to(os.path.relpath(pack.dir / "tensorboard", run))

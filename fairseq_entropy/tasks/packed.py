@@ -54,7 +54,8 @@ from ..data import exact_match
 from ..data.packed_dataset import (PackedDataset, PackedEpochBatchIterator,
                                    packed_batch_sampler, run_batches)
 from ..models.packed import PackedError, PackedModel
-from .packed_own_length import EPOCH_FREE_SCHEDULERS, OwnLengthRuns, check_schedule, run_limits
+from .packed_own_length import (EPOCH_FREE_SCHEDULERS, OwnLengthRuns, check_schedule,
+                                fairseq_validates, run_limits)
 from .packed_runs import read_pack, unpack
 from .seeding import install_cpu_seeding
 from .systematicity import SystematicityConfig, SystematicityTask
@@ -305,13 +306,16 @@ class PackedSystematicityTask(OwnLengthRuns, SystematicityTask):
 
     def post_validate(self, model, stats, agg):
         """Keep each run's best weights on its own ``--best-checkpoint-metric``
-        (``<metric>_k``), as fairseq keeps a single run's checkpoint_best (fairseq hook; a
-        pack whose runs have their own ``max_update`` keeps them at the runs' own
-        validations, :meth:`_validate_run`)."""
+        (``<metric>_k``) where fairseq-train would save a checkpoint, so decide a single
+        run's checkpoint_best (fairseq hook; :func:`fairseq_validates`; a pack whose runs
+        have their own ``max_update`` keeps them at the runs' own validations,
+        :meth:`_validate_run`)."""
         if self.limits is not None:
             return
         root = self.cfg._get_parent()
         metric = root.checkpoint.best_checkpoint_metric if root is not None else "loss"
+        if root is not None and not self._fairseq_saves(root):
+            return
         for k in range(len(self.children)):
             value = stats.get(f"{metric}_{k}")
             if value is not None:
@@ -330,6 +334,18 @@ class PackedSystematicityTask(OwnLengthRuns, SystematicityTask):
                                       model.models[k].state_dict().items()},
                             "task_state": self.children[k].state_dict(),
                             "updates": updates, "train_iterator": iterator}
+
+    def _fairseq_saves(self, root) -> bool:
+        """Whether fairseq-train would save a checkpoint at this validation (at the pack's
+        update count, its epochs being every run's)."""
+        updates = self._last_update_or_0()
+        train = self.datasets.get(self.cfg.train_subset)
+        per_epoch = getattr(train, "steps_per_epoch", None) or 0
+        if not per_epoch:  # no epoch known yet: keep, as before any schedule
+            return True
+        epoch, done = divmod(updates, per_epoch)
+        return fairseq_validates(root, updates, end=done == 0, epoch=epoch,
+                                 max_update=int(root.optimization.max_update or 0))[1]
 
     def _last_update_or_0(self) -> int:
         return int(getattr(self, "_last_update", None) or 0)

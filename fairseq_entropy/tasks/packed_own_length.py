@@ -106,6 +106,34 @@ def check_schedule(root, why: str, allowed, fix: str) -> None:
                           f"{fix}, or train without it")
 
 
+def fairseq_validates(root, updates: int, *, end: bool, epoch: int, max_update: int):
+    """``(validate, save)``: whether fairseq-train, after update ``updates`` of a training
+    that stops at ``max_update``, validates and whether it saves a checkpoint there (so
+    decides its checkpoint_best), as ``fairseq_cli.train.validate_and_save`` does.
+
+    It validates at the end (``end``) of every ``--validate-interval``-th epoch, at the last
+    update, at a mid-epoch save (``--save-interval-updates``) and every
+    ``--validate-interval-updates``, never with ``--disable-validation`` or before
+    ``--validate-after-updates``. It saves at the end of every ``--save-interval``-th epoch,
+    at the last update and every ``--save-interval-updates``, never with ``--no-save``.
+    (``--stop-time-hours`` is not followed.)
+
+    Args:
+        root: fairseq-train's config (``dataset``, ``checkpoint``).
+        updates: updates done, counted from 1.
+        end: whether update ``updates`` ends epoch ``epoch`` (1-based).
+    """
+    ds, ck = root.dataset, root.checkpoint
+    if ds.disable_validation or updates < ds.validate_after_updates:
+        return False, False
+    last = bool(max_update) and updates >= max_update
+    save_mid = ck.save_interval_updates > 0 and updates % ck.save_interval_updates == 0
+    save = (end and epoch % ck.save_interval == 0) or last or save_mid
+    validate = (not end and save) or (end and epoch % ds.validate_interval == 0) or last or \
+        (ds.validate_interval_updates > 0 and updates % ds.validate_interval_updates == 0)
+    return validate, save and not ck.no_save
+
+
 class OwnLengthRuns:
     """The packed task's methods for runs of their own length (mixed into
     ``PackedSystematicityTask``; they read its ``limits``, ``schedule``, ``children``,
@@ -119,31 +147,21 @@ class OwnLengthRuns:
 
     def _runs_validating(self, updates: int) -> list:
         """``[(k, save)]``: the runs that fairseq-train would validate alone after their
-        update ``updates`` -- at the end of every ``--validate-interval``-th epoch of their
-        own, at their last update, at a mid-epoch save (``--save-interval-updates``) and
-        every ``--validate-interval-updates`` (none with ``--disable-validation`` or before
-        ``--validate-after-updates``) -- and whether it would also save a checkpoint there
-        (``fairseq_cli.train.validate_and_save``'s ``do_save``; never with ``--no-save``),
-        where alone its checkpoint_best would be decided."""
+        update ``updates``, and whether it would also save a checkpoint there
+        (:func:`fairseq_validates`, each run at its own epoch's position and its own
+        ``max_update``)."""
         root = self.cfg._get_parent()
         if root is None or self.schedule is None:
-            return []
-        ds, ck = root.dataset, root.checkpoint
-        if ds.disable_validation or updates < ds.validate_after_updates:
             return []
         out = []
         for k, limit in enumerate(self.limits):
             if updates > limit:
                 continue
             epoch, j = self.schedule.run_position(k, updates - 1)
-            end = j + 1 == self.schedule.epoch_steps[k]
-            save_mid = ck.save_interval_updates > 0 and \
-                updates % ck.save_interval_updates == 0
-            save = not ck.no_save and ((end and epoch % ck.save_interval == 0) or
-                                       updates == limit or save_mid)
-            if (not end and save_mid) or (end and epoch % ds.validate_interval == 0) or \
-                    updates == limit or (ds.validate_interval_updates > 0 and
-                                         updates % ds.validate_interval_updates == 0):
+            validate, save = fairseq_validates(
+                root, updates, end=j + 1 == self.schedule.epoch_steps[k], epoch=epoch,
+                max_update=limit)
+            if validate:
                 out.append((k, save))
         return out
 

@@ -19,6 +19,7 @@ import copy
 import json
 import os
 import pickle
+import re
 import shutil
 from pathlib import Path
 from typing import Dict, List, Optional
@@ -224,3 +225,41 @@ def _save(state: Dict, path: Path) -> Path:
         if tmp.exists():
             tmp.unlink()
     return path
+
+
+_OWN_VALID = re.compile(r"\| run (\d+) \([^)]*\): valid on ")
+_METRIC = re.compile(r"^([A-Za-z][\w/]*?)_(\d+) ")
+
+
+def run_lines(lines: List[str], k: int) -> List[str]:
+    """Run k's view of a pack's log lines: the pack's validations (``loss_0 ... | loss |
+    ...``) with run k's metrics under their ordinary names (``loss``) and the other runs',
+    the pooled ones and fairseq's pooled ``best_<metric>`` left out; or, where the pack
+    validated runs at their own epochs (``run k (...): valid on ...``), run k's lines only.
+    Progress and other lines are unchanged."""
+    own = any(_OWN_VALID.search(ln) for ln in lines)
+    out = []
+    for line in lines:
+        m = _OWN_VALID.search(line)
+        if m:
+            if int(m.group(1)) == k:
+                out.append(line)
+            continue
+        fields = line.rstrip("\n").split(" | ")
+        runs = {(m.group(1), int(m.group(2))) for m in map(_METRIC.match, fields) if m}
+        if "valid on" not in line or not runs:
+            out.append(line)
+            continue
+        if own:  # the run's own validation line says it
+            continue
+        names = {name for name, _ in runs}
+        kept = []
+        for field in fields:
+            m = _METRIC.match(field)
+            if m and m.group(1) in names:
+                if int(m.group(2)) == k:
+                    kept.append(m.group(1) + field[m.end() - 1:])
+            elif field.split(" ", 1)[0] not in names and not field.startswith("best_"):
+                kept.append(field)  # fairseq's best_<metric> is the pooled one's
+        out.append(" | ".join(kept) + "\n")
+    return out
