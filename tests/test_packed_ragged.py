@@ -105,17 +105,24 @@ def test_runs_of_their_own_length_train_as_alone(levels, tmp_path, model, batch)
                (1e-4 * float(longer[n].abs().max()) + 1e-6) for n in short) > 5
 
 
-@pytest.mark.parametrize("sizes,limits", [([3, 3, 3], None), (SIZES, [12, 9, 7])],
-                         ids=["one-length", "own-length"])
-def test_a_runs_best_is_kept_only_where_fairseq_train_saves(tmp_path, sizes, limits):
+@pytest.mark.parametrize("sizes,limits,subsets", [
+    ([3, 3, 3], None, "valid"), ([3, 3, 3], None, "valid,test"), (SIZES, [12, 9, 7], "valid")],
+    ids=["one-length", "one-length-two-subsets", "own-length"])
+def test_a_runs_best_is_kept_only_where_fairseq_train_saves(tmp_path, sizes, limits, subsets):
     """Validated after every update, saved at every 2nd epoch's end and the last update:
-    alone, a run's checkpoint_best is decided at the saves only. With the largest loss as
-    "best" (loss falls, so every validation between saves would win), the pack's best must
-    be the run's at its first save, not at its first validation."""
+    alone, a run's checkpoint_best is decided at the saves only, on the first
+    ``--valid-subset``. With the largest loss as "best" (loss falls, so every validation
+    between saves would win), the pack's best must be the run's at its first save, not at
+    its first validation, and never chosen on the second subset (here another level's
+    commands)."""
     datas = write_levels(tmp_path / "data", 0, 3, sizes=sizes)
+    for i, data in enumerate(datas):  # test: the next level's training commands
+        for name in ("in.bin", "in.idx", "out.bin", "out.idx"):
+            (data / f"test.in-out.{name}").write_bytes(
+                (datas[(i + 1) % 3] / f"train.in-out.{name}").read_bytes())
     args = [*CNN, "--dropout", "0", *FIXED, "--eval-seq-acc", "--best-checkpoint-metric",
             "loss", "--maximize-best-checkpoint-metric", "--validate-interval-updates", "1",
-            "--save-interval", "2", *WHOLE]
+            "--save-interval", "2", "--valid-subset", subsets, *WHOLE]
     limits_or_12 = limits or [12] * 3
     for i, (data, seed, limit) in enumerate(zip(datas, SEEDS, limits_or_12)):
         fairseq_train([data, "--task", "systematicity", "--seed", seed, *args,
@@ -128,7 +135,7 @@ def test_a_runs_best_is_kept_only_where_fairseq_train_saves(tmp_path, sizes, lim
                    *args, *common_args(tmp_path / "packed", 12, 1)])
     unpack(str(tmp_path / "packed" / "checkpoint_last.pt"))
     for i in range(3):
-        assert_same_checkpoints(tmp_path, i, iterator=limits is not None)
+        assert_same_checkpoints(tmp_path, i, iterator=True)
 
 
 COSINE = ["--optimizer", "adamw", "--adam-betas", "(0.9,0.98)", "--lr", "1e-3",
@@ -185,15 +192,24 @@ def test_a_pack_cut_off_before_any_run_validated_reports_every_run(levels, tmp_p
 
 
 @pytest.mark.parametrize("extra,refused", [
-    (["--update-freq", "2"], r"--update-freq \[2\]"),
-    (["--patience", "3"], r"--patience 3"),
+    (["--update-freq", "2"], r"own max_update.*--update-freq \[2\]"),
+    (["--fp16"], r"own max_update.*--fp16, --bf16 or --amp"),
 ])
 def test_runs_of_their_own_length_refuse_options_that_would_mix_them(levels, tmp_path,
                                                                       extra, refused):
     pack = write_pack_dir(tmp_path, levels, SEEDS, LIMITS)
-    with pytest.raises(PackedError, match=r"own max_update.*" + refused + r".*Fix:"):
+    with pytest.raises(PackedError, match=refused + r".*Fix:"):
         fairseq_train([pack, "--task", "packed_systematicity", "--seed", 1, *RNN, *FIXED,
                        *extra, *common_args(tmp_path / "packed", max(LIMITS), 1)])
+
+
+@pytest.mark.parametrize("limits", [None, LIMITS], ids=["one-length", "own-length"])
+def test_every_pack_refuses_patience(levels, tmp_path, limits):
+    """Early stopping would end every run on the runs' pooled validation."""
+    pack = write_pack_dir(tmp_path, levels, SEEDS, limits)
+    with pytest.raises(PackedError, match=r"--patience 3 would stop every run.*Fix:"):
+        fairseq_train([pack, "--task", "packed_systematicity", "--seed", 1, *RNN, *FIXED,
+                       "--patience", "3", *common_args(tmp_path / "packed", 24, 1)])
 
 
 def test_pack_command_takes_a_runs_own_max_update(levels, tmp_path, capsys):

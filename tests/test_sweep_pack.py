@@ -278,12 +278,13 @@ def test_a_pack_of_runs_of_their_own_length_writes_each_runs_updates(tmp_path,
 # ------------------------------------------------------------------------ a packed sweep
 POOLED = ("2026-12-07 06:42:15 | INFO | valid | epoch 002 | valid on 'valid' subset | "
           "loss_0 4.398 | loss_1 4.2 | loss 4.3 | seq_acc_0 0.25 | seq_acc_1 0.5 | "
-          "seq_acc 0.375 | num_updates 8 | best_loss 4.3\n")
+          "seq_acc 0.375 | wps 300 | num_updates 8 | best_loss 4.3\n")
 
 
 def test_a_runs_log_keeps_its_own_metrics_under_their_ordinary_names():
-    progress = "progress: epoch 2/2 | update 8/8 | 1 s elapsed\n"
-    assert run_lines([progress, POOLED], 1) == [
+    progress = "progress: epoch 2/2 | update 8/8 | 1 s elapsed | ~0 s left\n"
+    pooled_progress = progress.replace("\n", " | last valid seq_acc 0.3750\n")
+    assert run_lines([pooled_progress, POOLED], 1) == [
         progress, "2026-12-07 06:42:15 | INFO | valid | epoch 002 | valid on 'valid' subset | "
                   "loss 4.2 | seq_acc 0.5 | num_updates 8\n"]
     # runs validated at their own epochs: run k's own lines only, not the pack's pooled one

@@ -319,9 +319,10 @@ def _unpack(pack: Pack, env: dict) -> Optional[str]:
 
 def _run_files(pack: Pack, k: int, run: Path) -> None:
     """What a run's directory holds besides its unpacked checkpoints, as after an unpacked
-    training: ``checkpoints/trained``; ``train.log`` with the pack's console lines (progress,
-    validation with the run's ``seq_acc_k``, end of training); ``tensorboard`` linking to the
-    pack's (the run's scalars end in ``_k``)."""
+    training: ``checkpoints/trained``; ``train.log`` with the run's view of the pack's console
+    lines (:func:`~fairseq_entropy.tasks.packed_runs.run_lines`: progress, the run's own
+    validations, end of training); ``tensorboard`` linking to the pack's (the run's scalars
+    end in ``_k``)."""
     (run / "checkpoints" / "trained").touch()
     lines = [ln for ln in pack.train_log.read_text(errors="replace").splitlines(True)
              if SHOWN.search(ln)]

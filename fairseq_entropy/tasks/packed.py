@@ -121,9 +121,15 @@ class PackedSystematicityTask(OwnLengthRuns, SystematicityTask):
         task.model = None
         task.criterion = None
         root = cfg._get_parent()
+        if root is not None and "checkpoint" in root and root.checkpoint.patience > 0:
+            raise PackedError(
+                f"packed runs: --patience {root.checkpoint.patience} would stop every run on "
+                f"the runs' pooled validation. Fix: train the pack without --patience")
         task.limits = run_limits(runs, root)
         task.schedule = None
         task.latest_valid = {}
+        task._train_itr = None  # the training iterator (its epoch and position)
+        task._valid_subsets_seen = 0
         clip = cfg.run_clip_norm
         if root is not None and "optimization" in root:
             if clip < 0:
@@ -171,12 +177,14 @@ class PackedSystematicityTask(OwnLengthRuns, SystematicityTask):
                 self.limits = [int(root.optimization.max_update)] * len(runs)
         sampler = packed_batch_sampler(dataset, runs, shuffle=train, same_length=train,
                                        limits=self.limits if train else None)
-        if train:
-            self.schedule = sampler if self.limits is not None else None
-        return PackedEpochBatchIterator(
+        itr = PackedEpochBatchIterator(
             dataset=dataset, collate_fn=dataset.collater, batch_sampler=sampler, seed=seed,
             num_shards=num_shards, shard_id=shard_id, num_workers=num_workers, epoch=epoch,
             buffer_size=data_buffer_size, grouped_shuffling=grouped_shuffling)
+        if train:
+            self.schedule = sampler if self.limits is not None else None
+            self._train_itr = itr
+        return itr
 
     def build_model(self, cfg, from_checkpoint=False):
         """The K runs' models, each built under its run's seed as fairseq-train seeds before
@@ -236,8 +244,10 @@ class PackedSystematicityTask(OwnLengthRuns, SystematicityTask):
                 self._validate_run(k, model, update_num + 1, save)
 
     def begin_valid_epoch(self, epoch, model):
-        """Load every run's current weights into its ordinary model (fairseq hook)."""
+        """Load every run's current weights into its ordinary model (fairseq hook, once
+        before all ``--valid-subset`` subsets)."""
         super().begin_valid_epoch(epoch, model)
+        self._valid_subsets_seen = 0
         states = model.unpacked_state_dicts()
         for k, m in enumerate(model.models):
             m.load_state_dict(states[k], strict=True)
@@ -306,21 +316,27 @@ class PackedSystematicityTask(OwnLengthRuns, SystematicityTask):
 
     def post_validate(self, model, stats, agg):
         """Keep each run's best weights on its own ``--best-checkpoint-metric``
-        (``<metric>_k``) where fairseq-train would save a checkpoint, so decide a single
-        run's checkpoint_best (fairseq hook; :func:`fairseq_validates`; a pack whose runs
-        have their own ``max_update`` keeps them at the runs' own validations,
-        :meth:`_validate_run`)."""
-        if self.limits is not None:
+        (``<metric>_k``) where fairseq-train decides checkpoint_best: at a validation of the
+        first ``--valid-subset`` after which it saves a checkpoint (fairseq hook, called once
+        a subset; :func:`fairseq_validates` at the training iterator's epoch and position).
+        A pack whose runs have their own ``max_update`` keeps them at the runs' own
+        validations instead (:meth:`_validate_run`)."""
+        first = self._valid_subsets_seen == 0
+        self._valid_subsets_seen += 1
+        itr = self._train_itr
+        if self.limits is not None or not first or itr is None:
             return
         root = self.cfg._get_parent()
-        metric = root.checkpoint.best_checkpoint_metric if root is not None else "loss"
-        if root is not None and not self._fairseq_saves(root):
+        updates = int(stats.get("num_updates") or 0)
+        if root is not None and not fairseq_validates(
+                root, updates, end=itr.end_of_epoch(), epoch=itr.epoch,
+                max_update=int(root.optimization.max_update or 0))[1]:
             return
+        metric = root.checkpoint.best_checkpoint_metric if root is not None else "loss"
         for k in range(len(self.children)):
             value = stats.get(f"{metric}_{k}")
             if value is not None:
-                self._keep_best(k, value, model, self._last_update_or_0(),
-                                self._iterator_state())
+                self._keep_best(k, value, model, updates, itr.state_dict())
 
     def _keep_best(self, k: int, value: float, model, updates: int, iterator: dict) -> None:
         """Make run k's current weights its best when ``value`` is at least as good as its
@@ -335,30 +351,8 @@ class PackedSystematicityTask(OwnLengthRuns, SystematicityTask):
                             "task_state": self.children[k].state_dict(),
                             "updates": updates, "train_iterator": iterator}
 
-    def _fairseq_saves(self, root) -> bool:
-        """Whether fairseq-train would save a checkpoint at this validation (at the pack's
-        update count, its epochs being every run's)."""
-        updates = self._last_update_or_0()
-        train = self.datasets.get(self.cfg.train_subset)
-        per_epoch = getattr(train, "steps_per_epoch", None) or 0
-        if not per_epoch:  # no epoch known yet: keep, as before any schedule
-            return True
-        epoch, done = divmod(updates, per_epoch)
-        return fairseq_validates(root, updates, end=done == 0, epoch=epoch,
-                                 max_update=int(root.optimization.max_update or 0))[1]
-
     def _last_update_or_0(self) -> int:
         return int(getattr(self, "_last_update", None) or 0)
-
-    def _iterator_state(self) -> dict:
-        """fairseq's training-iterator state at the current update (for a best checkpoint)."""
-        train = self.datasets.get(self.cfg.train_subset)
-        updates = self._last_update_or_0()
-        per_epoch = getattr(train, "steps_per_epoch", None) or 0
-        if not per_epoch:
-            return {"epoch": 1, "iterations_in_epoch": updates, "shuffle": True}
-        epoch, done = divmod(updates, per_epoch)
-        return {"epoch": epoch + 1, "iterations_in_epoch": done, "shuffle": True}
 
     def state_dict(self):
         """The pack's task state plus ``packed``: per run its description, ordinary weights,

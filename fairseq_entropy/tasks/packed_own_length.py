@@ -74,9 +74,8 @@ def check_schedule(root, why: str, allowed, fix: str) -> None:
     their own schedule: a learning-rate scheduler not in ``allowed``, several ``--lr``
     values, ``--force-anneal`` (the fixed scheduler's rate would change with the pack's
     epoch), ``--max-epoch``, no ``--max-update``, ``--update-freq`` above 1 (a run's steps
-    are batches), ``--fp16``/``--bf16``/``--amp`` (a finished run's frozen weights would come
-    back from the optimizer's fp32 copy) and ``--patience`` (the pack would stop on the
-    runs' pooled validation).
+    are batches) and ``--fp16``/``--bf16``/``--amp`` (a finished run's frozen weights would
+    come back from the optimizer's fp32 copy). (``--patience`` is refused for every pack.)
 
     Raises:
         PackedError: naming what is refused, ``why`` and the fix.
@@ -97,9 +96,7 @@ def check_schedule(root, why: str, allowed, fix: str) -> None:
                                        "steps are its batches)"),
         (common.fp16 or common.bf16 or common.amp, "--fp16, --bf16 or --amp (a finished "
                                                    "run's weights would come back from the "
-                                                   "optimizer's fp32 copy)"),
-        (root.checkpoint.patience > 0, f"--patience {root.checkpoint.patience} (the pack "
-                                       "would stop on the runs' pooled validation)"))
+                                                   "optimizer's fp32 copy)"))
         if bad]
     if refused:
         raise PackedError(f"packed runs: {why}, and the pack trains with {refused[0]}. Fix: "
@@ -107,21 +104,24 @@ def check_schedule(root, why: str, allowed, fix: str) -> None:
 
 
 def fairseq_validates(root, updates: int, *, end: bool, epoch: int, max_update: int):
-    """``(validate, save)``: whether fairseq-train, after update ``updates`` of a training
-    that stops at ``max_update``, validates and whether it saves a checkpoint there (so
-    decides its checkpoint_best), as ``fairseq_cli.train.validate_and_save`` does.
+    """``(validate, save)``: whether fairseq-train, after update ``updates``, validates, and
+    whether it saves a checkpoint with that validation's value there, so decides its
+    checkpoint_best (``fairseq_cli.train.validate_and_save`` and
+    ``checkpoint_utils.save_checkpoint``).
 
     It validates at the end (``end``) of every ``--validate-interval``-th epoch, at the last
     update, at a mid-epoch save (``--save-interval-updates``) and every
     ``--validate-interval-updates``, never with ``--disable-validation`` or before
     ``--validate-after-updates``. It saves at the end of every ``--save-interval``-th epoch,
     at the last update and every ``--save-interval-updates``, never with ``--no-save``.
-    (``--stop-time-hours`` is not followed.)
+    ``--patience`` and ``--stop-time-hours`` are not followed (packs refuse the first).
 
     Args:
         root: fairseq-train's config (``dataset``, ``checkpoint``).
         updates: updates done, counted from 1.
-        end: whether update ``updates`` ends epoch ``epoch`` (1-based).
+        end: whether update ``updates`` ends an epoch.
+        epoch: that epoch (1-based; read only when ``end``).
+        max_update: the training's last update (0: none).
     """
     ds, ck = root.dataset, root.checkpoint
     if ds.disable_validation or updates < ds.validate_after_updates:

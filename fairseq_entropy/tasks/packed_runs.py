@@ -229,14 +229,23 @@ def _save(state: Dict, path: Path) -> Path:
 
 _OWN_VALID = re.compile(r"\| run (\d+) \([^)]*\): valid on ")
 _METRIC = re.compile(r"^([A-Za-z][\w/]*?)_(\d+) ")
+_POOLED_VALID = re.compile(r" \| valid on '")
+_LAST_VALID = re.compile(r" \| last valid seq_acc [0-9.]+")
 
 
 def run_lines(lines: List[str], k: int) -> List[str]:
-    """Run k's view of a pack's log lines: the pack's validations (``loss_0 ... | loss |
-    ...``) with run k's metrics under their ordinary names (``loss``) and the other runs',
-    the pooled ones and fairseq's pooled ``best_<metric>`` left out; or, where the pack
-    validated runs at their own epochs (``run k (...): valid on ...``), run k's lines only.
-    Progress and other lines are unchanged."""
+    """Run k's view of a pack's console lines (``train.log`` lines that fairseq and the
+    packed task print).
+
+    - The pack's validations (``... | valid on 'valid' subset | loss_0 ... | loss | ... |
+      num_updates U``) keep their fields up to ``valid on``, run k's metrics under their
+      ordinary names (``loss``, ``seq_acc``) and ``num_updates``; the other runs', the pooled
+      ones (``loss``, ``wps``, fairseq's ``best_<metric>``) are left out.
+    - Where the pack validated runs at their own epochs (lines ``run k (...): valid on ...``),
+      run k's lines only, and none of the pack's validations.
+    - Progress lines are the pack's (its epoch and update, for runs of their own length),
+      without the pooled ``last valid seq_acc``; other lines are unchanged.
+    """
     own = any(_OWN_VALID.search(ln) for ln in lines)
     out = []
     for line in lines:
@@ -245,21 +254,19 @@ def run_lines(lines: List[str], k: int) -> List[str]:
             if int(m.group(1)) == k:
                 out.append(line)
             continue
-        fields = line.rstrip("\n").split(" | ")
-        runs = {(m.group(1), int(m.group(2))) for m in map(_METRIC.match, fields) if m}
-        if "valid on" not in line or not runs:
-            out.append(line)
+        if not _POOLED_VALID.search(line):
+            out.append(_LAST_VALID.sub("", line) if "progress: " in line else line)
             continue
         if own:  # the run's own validation line says it
             continue
-        names = {name for name, _ in runs}
-        kept = []
-        for field in fields:
+        fields = line.rstrip("\n").split(" | ")
+        at = next(i for i, f in enumerate(fields) if f.startswith("valid on '"))
+        kept = fields[:at + 1]
+        for field in fields[at + 1:]:
             m = _METRIC.match(field)
-            if m and m.group(1) in names:
-                if int(m.group(2)) == k:
-                    kept.append(m.group(1) + field[m.end() - 1:])
-            elif field.split(" ", 1)[0] not in names and not field.startswith("best_"):
-                kept.append(field)  # fairseq's best_<metric> is the pooled one's
+            if m and int(m.group(2)) == k:
+                kept.append(m.group(1) + field[m.end() - 1:])
+            elif field.startswith("num_updates "):
+                kept.append(field)
         out.append(" | ".join(kept) + "\n")
     return out
