@@ -193,7 +193,7 @@ def test_a_pack_cut_off_before_any_run_validated_reports_every_run(levels, tmp_p
 
 @pytest.mark.parametrize("extra,refused", [
     (["--update-freq", "2"], r"own max_update.*--update-freq \[2\]"),
-    (["--fp16"], r"own max_update.*--fp16, --bf16 or --amp"),
+    (["--bf16"], r"own max_update.*--fp16, --bf16 or --amp"),
 ])
 def test_runs_of_their_own_length_refuse_options_that_would_mix_them(levels, tmp_path,
                                                                       extra, refused):
@@ -204,12 +204,17 @@ def test_runs_of_their_own_length_refuse_options_that_would_mix_them(levels, tmp
 
 
 @pytest.mark.parametrize("limits", [None, LIMITS], ids=["one-length", "own-length"])
-def test_every_pack_refuses_patience(levels, tmp_path, limits):
-    """Early stopping would end every run on the runs' pooled validation."""
+@pytest.mark.parametrize("extra,refused", [
+    (["--patience", "3"], r"--patience 3 would stop every run"),
+    (["--fp16"], r"--fp16 and --amp keep one loss scale"),
+    (["--amp"], r"--fp16 and --amp keep one loss scale")])
+def test_every_pack_refuses_options_that_act_on_all_runs(levels, tmp_path, limits, extra,
+                                                         refused):
+    """Early stopping on the runs' pooled validation; one loss scale for all runs."""
     pack = write_pack_dir(tmp_path, levels, SEEDS, limits)
-    with pytest.raises(PackedError, match=r"--patience 3 would stop every run.*Fix:"):
+    with pytest.raises(PackedError, match=refused + r".*Fix:"):
         fairseq_train([pack, "--task", "packed_systematicity", "--seed", 1, *RNN, *FIXED,
-                       "--patience", "3", *common_args(tmp_path / "packed", 24, 1)])
+                       *extra, *common_args(tmp_path / "packed", 24, 1)])
 
 
 def test_pack_command_takes_a_runs_own_max_update(levels, tmp_path, capsys):

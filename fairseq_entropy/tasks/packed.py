@@ -121,10 +121,7 @@ class PackedSystematicityTask(OwnLengthRuns, SystematicityTask):
         task.model = None
         task.criterion = None
         root = cfg._get_parent()
-        if root is not None and "checkpoint" in root and root.checkpoint.patience > 0:
-            raise PackedError(
-                f"packed runs: --patience {root.checkpoint.patience} would stop every run on "
-                f"the runs' pooled validation. Fix: train the pack without --patience")
+        _refuse_pooled_options(root)
         task.limits = run_limits(runs, root)
         task.schedule = None
         task.latest_valid = {}
@@ -385,6 +382,27 @@ class PackedSystematicityTask(OwnLengthRuns, SystematicityTask):
                                   "Fix: resume with the pack.json it was trained with")
             self.best = [r.get("best") for r in packed["runs"]]
         super().load_state_dict(state_dict)
+
+
+def _refuse_pooled_options(root) -> None:
+    """Refuse the fairseq-train options that would act on all runs of a pack at once:
+    ``--patience`` (early stopping on the runs' pooled validation) and ``--fp16``/``--amp``
+    (one loss scale: an overflow in one run would skip every run's update).
+
+    Raises:
+        PackedError: naming the option and the fix.
+    """
+    if root is None or "checkpoint" not in root:
+        return
+    if root.checkpoint.patience > 0:
+        raise PackedError(
+            f"packed runs: --patience {root.checkpoint.patience} would stop every run on "
+            f"the runs' pooled validation. Fix: train the pack without --patience")
+    if root.common.fp16 or root.common.amp:
+        raise PackedError(
+            "packed runs: --fp16 and --amp keep one loss scale for all runs, so an overflow "
+            "in one run would skip every run's update. Fix: train the pack in fp32 (or "
+            "--bf16, which has no loss scale, for runs of one length)")
 
 
 def clip_runs(params, max_norm: float) -> torch.Tensor:
