@@ -57,7 +57,8 @@ data reads (:mod:`.numpy_compat`) (idempotent: each module registers once, on it
 
     checkpoint.install()  # allow-list the checkpoint globals before any checkpoint is read
     numpy_compat.install()  # fairseq's TokenBlockDataset reads numpy.compat.long
-    from . import criterions, models, optim, tasks  # noqa: F401
+    from . import criterions, models, optim  # noqa: F401
+    from .tasks import packed, systematicity, systematicity_lm  # noqa: F401
 
 
 def _started_as_cli() -> bool:

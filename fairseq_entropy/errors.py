@@ -15,3 +15,7 @@ class UserError(Exception):
 class DataFormatError(UserError, ValueError):
     """A file that cannot be read or written as asked; the message names the file, the line
     and the fix."""
+
+
+class PackedError(UserError, ValueError):
+    """A pack that cannot be trained as packed runs (criterion, shapes, runs, options)."""

@@ -107,3 +107,26 @@ def test_ctrl_c_prints_one_line_and_exits_130(tmp_path, capsys, monkeypatch):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "build: interrupted" in err and "Traceback" not in err
     assert not out.exists()
+
+
+def test_misread_inputs_name_the_right_reader(tmp_path, capsys):
+    """A grid read by its suffix, a COGS .tsv given as SCAN data, predict's wrong input."""
+    from fairseq_entropy.cli import main
+
+    grid = tmp_path / "g.yaml"
+    grid.write_text('experiment = "exp1"\n')
+    assert main(["sweep", str(grid), "--dry-run"]) == 2
+    assert f"{grid}: a grid file is read by its name's suffix, .toml or .json, not '.yaml'. " \
+           "Fix: rename it" in capsys.readouterr().err
+    cogs = tmp_path / "dev.tsv"
+    cogs.write_text("A cat ran .\trun . agent ( x _ 2 , x _ 1 ) AND cat ( x _ 1 )\t"
+                    "in_distribution\n")
+    assert main(["measure", str(cogs)]) == 2
+    assert f"{cogs}:1: line does not start with 'IN:'. Fix: read a COGS .tsv with --format " \
+           "cogs" in capsys.readouterr().err
+    other = tmp_path / "pfile"
+    other.write_text("")
+    assert main(["predict", str(other)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"fairseq-entropy predict: error: {other}: not a score.json, a run "
+                          "directory or a results table") and "aggregate" not in err

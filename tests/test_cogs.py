@@ -184,6 +184,12 @@ def test_unreadable_lf_names_file_and_line(tmp_path):
                  "variable_free")
     with pytest.raises(DataFormatError, match=r"gen.tsv:2: the noun 'dog'"):
         slot_word_counts(read_cogs_tsv(path))
+    for lf, message in (("this is ( not an LF", r"expected '\(' at LF token 2 after the "
+                                                 r"predicate 'this'"),
+                        ("run", "the LF is one word but the sentence is not")):
+        path = write(tmp_path / "gen.tsv", [ATE, ("A cat ran .", "", lf)], "variable_free")
+        with pytest.raises(DataFormatError, match=r"gen.tsv:2: " + message):
+            slot_word_counts(read_cogs_tsv(path))
 
 
 def test_score_per_case_and_type(tmp_path):

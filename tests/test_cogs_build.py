@@ -226,6 +226,11 @@ def test_bad_directory_and_line_are_refused(cogs, tmp_path):
     (cogs / "train.tsv").write_text("".join(rows))
     with pytest.raises(DataFormatError, match=r"train\.tsv:3: .*Fix:"):
         plan_cogs_build(cogs, "subj_to_obj_common", [0.0], 1)
+    # a training set without the held-out word's own sentence (a cut COGS)
+    (cogs / "train.tsv").write_text("".join(r for r in train_rows() if r != HEDGEHOG))
+    with pytest.raises(BuildError, match=r"train\.tsv: no sentence holds 'hedgehog', the "
+                                         r"held-out word of subj_to_obj_common.*Fix:"):
+        plan_cogs_build(cogs, "subj_to_obj_common", [0.0], 1)
 
 
 def test_levels_twice_or_with_four_decimals_are_refused(cogs):

@@ -152,6 +152,15 @@ def test_unreachable_levels_and_packs_are_refused_before_anything_is_written(
         assert f"{grid}:4: levels 0, 5 of case subj_to_obj_common cannot all be built" in err
         assert "reachable range [0.000, 2.904] bits" in err and "Fix:" in err
         assert not root.exists()
+    # a malformed COGS file is the file's fault, not the grid's levels'
+    train = cogs / "train.tsv"
+    good = train.read_text()
+    train.write_text(good + "A cat ran .\tonly two columns\n")
+    assert cli(["sweep", str(grid_file(tmp_path, GRID)), "--dry-run", "--root", str(root)]) == 2
+    err = capsys.readouterr().err
+    train.write_text(good)
+    lines = len(good.splitlines()) + 1
+    assert f"{train}:{lines}: " in err and "cannot all be built" not in err, err
     assert cli(["sweep", str(grid_file(tmp_path, GRID)), "--dry-run", "--root", str(root),
                 "--pack", "2"]) == 2
     err = capsys.readouterr().err

@@ -309,9 +309,30 @@ def test_pack_command_writes_the_description_and_unpack_refuses_a_missing_pack(
         (tmp_path / name).write_bytes(data)
         assert main(["unpack", str(tmp_path / name)]) == 2
         err = capsys.readouterr().err
-        assert err == (f"fairseq-entropy: error: {tmp_path / name}: not a torch checkpoint "
+        assert err == (f"fairseq-entropy unpack: error: {tmp_path / name}: not a torch checkpoint "
                        "(torch.load cannot read it). Fix: give the checkpoint_last.pt of a "
                        "packed_systematicity run\n")
+    # a torch checkpoint whose packed state is not what a pack writes: one line, nothing made
+    cfg = {key: {} for key in ("task", "common", "optimization", "checkpoint")}
+    run = {"data": "d", "seed": 1, "run_dir": str(tmp_path / "u0")}
+    whole = {"run": run, "model": {}, "task_cfg": {}, "task_state": {}, "clip_norm": 0.0}
+    for i, (state, message) in enumerate((
+            ({"task_state": {"packed": {"x": 1}}}, "no fairseq cfg"),
+            ({"cfg": cfg, "task_state": {"packed": {"x": 1}}}, "no list of runs"),
+            ({"cfg": cfg, "task_state": {"packed": {"runs": ["r"]}}}, "run 0 is not a record"),
+            ({"cfg": cfg, "task_state": {"packed": {"runs": [{**whole, "run": {"seed": 1}}]}}},
+             "run 0 has no run (data, seed, run_dir)"),
+            ({"cfg": cfg, "task_state": {"packed": {"runs": [{"run": run}]}}},
+             "run 0 has no model, task_cfg, task_state, clip_norm"),
+            ({"cfg": cfg, "task_state": {"packed": {"runs": [{**whole, "best": {"value": 1}}]}}},
+             "run 0's best record is incomplete"),
+            ({"cfg": cfg, "task_state": {"packed": {"runs": [whole, {**whole, "own": {}}]}}},
+             "run 1's own-length record is incomplete"))):
+        torch.save(state, tmp_path / f"bad{i}.pt")
+        assert main(["unpack", str(tmp_path / f"bad{i}.pt")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and message in err[0] and "Fix:" in err[0], err
+        assert not (tmp_path / "u0").exists()
     (tmp_path / "afile").write_text("x\n")
     for argv, message in (
             (["--run", str(levels[0]), "-1", "r0"], "the seed '-1' is not an integer >= 0"),
@@ -330,3 +351,21 @@ def test_pack_command_writes_the_description_and_unpack_refuses_a_missing_pack(
     assert main(["pack", str(tmp_path / "afile"), "--run", str(levels[0]), "1", "r"]) == 2
     assert "is a file" in capsys.readouterr().err
     assert not (tmp_path / "q").exists() and not (tmp_path / "a:b").exists()
+    for argv, message in (
+            (["--run", str(levels[0]), "1", str(tmp_path / "q")], "RUN_DIR is PACK_DIR"),
+            (["--run", str(tmp_path / "nowhere"), "1", "r0"], "nowhere: no such directory")):
+        assert main(["pack", str(tmp_path / "q"), *argv]) == 2
+        err = capsys.readouterr().err
+        assert message in err and "Fix:" in err, err
+    # a pack.json of other runs is replaced only with --force; the same runs again are fine
+    before = (tmp_path / "p" / "pack.json").read_bytes()
+    again = ["--run", str(levels[0]), "4", "r0", "--run", str(levels[1]), "9", "r1"]
+    assert main(["pack", str(tmp_path / "p"), *again]) == 0
+    assert (tmp_path / "p" / "pack.json").read_bytes() == before
+    capsys.readouterr()
+    assert main(["pack", str(tmp_path / "p"), "--run", str(levels[0]), "5", "r0"]) == 2
+    assert "already lists other runs" in capsys.readouterr().err
+    assert (tmp_path / "p" / "pack.json").read_bytes() == before
+    assert main(["pack", str(tmp_path / "p"), "--run", str(levels[0]), "5", "r0",
+                 "--force"]) == 0
+    assert [r["seed"] for r in read_pack(str(tmp_path / "p"))] == [5]

@@ -218,6 +218,10 @@ def test_predict_prints_a_table_a_tsv_and_a_plot(tmp_path, capsys):
     assert code == 0, err
     assert "H50 = 2.035 bits" in out and "mean absolute error" in out
     assert "inside the interval: yes" in out and (tmp_path / "p.png").stat().st_size > 0
+    assert err == f"figure: {tmp_path / 'p.png'}\n"
+    code, out, err = run_cli(base + ["--plot", str(tmp_path / "p.txt")], capsys)
+    assert code == 2 and "--plot" in err and "ending in .png" in err
+    assert not (tmp_path / "p.txt").exists()
     code, out, err = run_cli(base + ["--tsv"], capsys)
     rows = list(csv.DictReader(out.splitlines(), delimiter="\t"))
     assert code == 0 and tuple(rows[0]) == prediction.TSV_COLUMNS and len(rows) == 7

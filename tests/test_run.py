@@ -122,7 +122,7 @@ def test_a_user_dir_must_be_a_package_and_not_among_the_extra_args(tmp_path, cap
     (tmp_path / "plugin").mkdir()
     assert cli(["run", "exp1_fconv", "bin", str(run), "--user-dir", str(tmp_path / "plugin")]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"fairseq-entropy: error: --user-dir {tmp_path / 'plugin'}: not "
+    assert err.startswith(f"fairseq-entropy run: error: --user-dir {tmp_path / 'plugin'}: not "
                           "a Python package directory (no __init__.py in it). Fix: ")
     assert cli(["run", "exp1_fconv", "bin", str(run), "--seed", "1", "--", "--user-dir",
                 "x"]) == 2
@@ -143,7 +143,7 @@ def test_every_option_the_run_sets_is_refused_among_the_extra_args(option, tmp_p
         assert cli(["run", "exp1_fconv", "bin", str(run), "--", "--dropout", "0.2",
                     *extra]) == 2
         err = capsys.readouterr().err
-        assert err.startswith(f"fairseq-entropy: error: {option} among the extra fairseq-train "
+        assert err.startswith(f"fairseq-entropy run: error: {option} among the extra fairseq-train "
                               "arguments (after --): fairseq-entropy run sets it itself. Fix: ")
         assert err.count("\n") == 1
     assert not run.exists()

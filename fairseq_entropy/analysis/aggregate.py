@@ -133,8 +133,8 @@ def collect_scores(roots: Iterable[str | os.PathLike]) -> List[dict]:
                 rows.extend(read_results_tsv(root))
             continue
         if root.is_file() and root.suffix != ".json":
-            raise ScoreError(f"{root}: aggregate reads score.json files, run directories and "
-                             "results tables named *.tsv, and takes a file by its name. Fix: "
+            raise ScoreError(f"{root}: not a score.json, a run directory or a results table "
+                             "named *.tsv (a file is read by its name). Fix: "
                              "pass a score.json, a run directory, or a results table under a "
                              ".tsv name")
         files = [root] if root.is_file() else sorted(root.rglob("score.json"))

@@ -29,10 +29,10 @@ Subcommands, one module each in this package (``add_parser(sub)`` declares the o
     fairseq-entropy unpack PACK_SAVE_DIR
 
 A :class:`~fairseq_entropy.errors.UserError` (every domain error extends it) or an
-``OSError`` is printed as one line ``fairseq-entropy: error: ...`` with exit status 2, and
-nothing is written; Ctrl-C (SIGINT) or SIGTERM stops the command where it is (temporary
-files and worker processes go with it), prints one line and exits 128 + the signal; any other
-exception is a bug and keeps its traceback.
+``OSError`` is printed as one line ``fairseq-entropy COMMAND: error: ...`` with exit status 2,
+as a bad option is, and nothing is written; Ctrl-C (SIGINT) or SIGTERM stops the command
+where it is (temporary files and worker processes go with it), prints one line and exits
+128 + the signal; any other exception is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -111,7 +111,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         status = COMMANDS[args.command].run(args)
     except UserError as e:
-        print(f"fairseq-entropy: error: {e}", file=sys.stderr)
+        print(f"fairseq-entropy {args.command}: error: {e}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # the reader of stdout stopped early (`| head`): not an error
         devnull = os.open(os.devnull, os.O_WRONLY)  # nothing more reaches the closed pipe,
@@ -119,9 +119,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 128 + signal.SIGPIPE  # what a shell reports for a tool killed by SIGPIPE
     except OSError as e:  # the path the system refused, its reason and a fix
         where = f"{e.filename}: " if e.filename else ""
-        print(f"fairseq-entropy: error: {where}{e.strerror or e}. Fix: choose a path that "
-              "exists where an input is read and that you may write where an output goes",
-              file=sys.stderr)
+        print(f"fairseq-entropy {args.command}: error: {where}{e.strerror or e}. Fix: choose "
+              "a path that exists where an input is read and that you may write where an "
+              "output goes", file=sys.stderr)
         return 2
     except KeyboardInterrupt as e:  # every write goes through a temporary name
         sig = signal.SIGTERM if isinstance(e, Stopped) else signal.SIGINT

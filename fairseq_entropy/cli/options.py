@@ -45,10 +45,11 @@ class Parser(argparse.ArgumentParser):
         return ns, rest
 
     def error(self, message: str):
-        """Print the usage and one ``error:`` line that ends with a fix, and exit 2."""
+        """Print one ``PROG: error:`` line that ends with a fix (as every other error of the
+        command line), and exit 2."""
         if "Fix:" not in message:
             message = f"{message.rstrip('.')}. Fix: see '{self.prog} --help'"
-        super().error(message)
+        self.exit(2, f"{self.prog}: error: {message}\n")
 
 
 def _not_empty(values: list, text: str, example: str) -> list:

@@ -4,6 +4,7 @@ description (``pack.json``) for ``fairseq-train PACK_DIR --task packed_systemati
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 
@@ -20,12 +21,15 @@ def add_parser(sub) -> None:
                         "number of updates (fairseq-train's --max-update is then the largest "
                         "of the runs'; docs/packing.md, runs of their own length); repeat "
                         "per run")
+    p.add_argument("--force", action="store_true",
+                   help="replace a PACK_DIR/pack.json that lists other runs (a packed "
+                        "checkpoint in the pack's save directory then no longer matches it)")
 
 
 def run(args) -> None:
     """``pack``: check the runs and write the description; print its path."""
     from ..files import check_fairseq_path
-    from ..tasks.packed_runs import PackError, read_pack, write_pack
+    from ..tasks.packed_runs import PACK_FILE, PackError, read_pack, write_pack
 
     check_fairseq_path(args.pack_dir, "PACK_DIR")  # fairseq-train's data argument
     if Path(args.pack_dir).exists() and not Path(args.pack_dir).is_dir():
@@ -49,8 +53,15 @@ def run(args) -> None:
             raise PackError(f"--run {data} {seed} {run_dir!r}: RUN_DIR is "
                             + ("empty" if not run_dir.strip() else "a file")
                             + ". Fix: give the run's directory (created if missing)")
+        if Path(run_dir).resolve() == Path(args.pack_dir).resolve():
+            raise PackError(f"--run {data} {seed} {run_dir}: RUN_DIR is PACK_DIR, so the "
+                            "run's checkpoints would go where the pack's are. Fix: give the "
+                            "run a directory of its own")
         # each run's task loads its data as fairseq-train would its data argument
         check_fairseq_path(Path(data).resolve(), f"--run {data} {seed} {run_dir}: DATA")
+        if not Path(data).is_dir():
+            raise PackError(f"--run {data}: no such directory. Fix: give the binarized level "
+                            "(fairseq-entropy binarize --out)")
         if not (Path(data) / "dict.in.txt").is_file():
             raise PackError(f"--run {data}: no dict.in.txt there, not a data-bin directory. "
                             "Fix: give the binarized level (fairseq-entropy binarize --out)")
@@ -67,6 +78,16 @@ def run(args) -> None:
     if twice:  # checked before anything is written
         raise PackError(f"--run: two runs share the run directory {twice[0]}. Fix: give every "
                         "run its own RUN_DIR")
+    old = Path(args.pack_dir) / PACK_FILE
+    if old.is_file() and not args.force:
+        try:
+            same = json.loads(old.read_text()).get("runs") == runs
+        except (ValueError, AttributeError):
+            same = False
+        if not same:
+            raise PackError(f"{old} already lists other runs (a packed checkpoint trained on "
+                            "it would no longer match). Fix: give a new PACK_DIR, or --force "
+                            "to replace it")
     path = write_pack(args.pack_dir, runs)
     read_pack(args.pack_dir)  # the description reads back (distinct run dirs)
     print(path)

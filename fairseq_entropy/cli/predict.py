@@ -5,6 +5,7 @@ prediction at a split's slot entropy beside the accuracy measured there."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from ..errors import UserError
@@ -84,6 +85,9 @@ def run(args) -> None:
                                 predict_tsv)
 
     options.check_one_format(args)
+    if args.plot and not args.plot.lower().endswith(".png"):
+        raise UserError(f"--plot {args.plot}: the figure is a PNG image. Fix: give a file "
+                        "name ending in .png")
     target = _target(args)
     rows = collect_scores(args.results)
     measured = None
@@ -95,6 +99,7 @@ def run(args) -> None:
                       where=" ".join(args.results))
     if args.plot:
         _plot(rows, records, args)
+        print(f"figure: {args.plot}", file=sys.stderr)  # stdout keeps the table or JSON
     if args.json:
         print(json.dumps(predict_json(records, target), indent=2))
     elif args.tsv:

@@ -23,7 +23,9 @@ def run(args) -> None:
     if path.is_dir():
         path = path / "checkpoint_last.pt"
     if not path.is_file():
-        raise PackError(f"{path}: no packed checkpoint. Fix: give the --save-dir of the "
-                        "packed fairseq-train run (after its first checkpoint) or the file")
+        inner = Path(args.pack) / "checkpoints" / "checkpoint_last.pt"
+        hint = f"{inner.parent}, where this pack's checkpoints are" if inner.is_file() else \
+            "the --save-dir of the packed fairseq-train run (after its first checkpoint)"
+        raise PackError(f"{path}: no packed checkpoint. Fix: give {hint}, or the file")
     for written in unpack(str(path)):
         print(written)

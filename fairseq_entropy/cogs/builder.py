@@ -161,9 +161,10 @@ def plan_cogs_build(cogs_dir: str | os.PathLike, case: str, levels: Sequence[flo
         the :class:`CogsBuild`; every level's entropy is within 0.01 bit of its target.
 
     Raises:
-        BuildError: an unknown or structural case, a missing file, a level asked twice or with
-            more than 3 decimals, a target outside the reachable range (named) or not reached,
-            or ``slot_sentences`` / ``size`` that the data cannot give (names the bounds).
+        BuildError: an unknown or structural case, a missing file, a training set without
+            the case's held-out word, a level asked twice or with more than 3 decimals, a
+            target outside the reachable range (named) or not reached, or
+            ``slot_sentences`` / ``size`` that the data cannot give (names the bounds).
         DataFormatError: a malformed line (names file:line).
     """
     check_case(case)
@@ -187,6 +188,11 @@ def plan_cogs_build(cogs_dir: str | os.PathLike, case: str, levels: Sequence[flo
             by_word[fills[0]].append(i)
         else:
             twice += 1
+    if not kept:
+        raise BuildError(f"{sources['train']}: no sentence holds {word!r}, the held-out word "
+                         f"of {case} (COGS's train.tsv holds it, outside {slot}), so its gen "
+                         "sentences would test a word never seen. Fix: pass COGS's own "
+                         "train.tsv")
     base = _counts(occ, kept, slot)  # the slot's words in the kept sentences, at every level
     if base.get(word):  # measure_cogs found the pair absent from training
         raise AssertionError(f"{word} fills {slot} in {sources['train']}")

@@ -163,6 +163,8 @@ def _parse_variable_free(p: _Parse) -> None:
         nonlocal pos
         w = word()
         if t[pos:pos + 1] != ["("]:
+            if top and pos < len(t):
+                raise p.error(f"expected '(' at LF token {pos + 1} after the predicate {w!r}")
             if top:
                 raise p.error("the LF is one word but the sentence is not")
             noun = Modifier(None, "", w, None)

@@ -35,6 +35,10 @@ def read_grid(path: Path) -> Tuple[dict, str]:
         what = "is a directory" if path.is_dir() else "does not exist"
         raise GridError(f"{path}: the grid file {what}. Fix: pass a .toml or .json file, e.g. "
                         "one from recipes/grids/")
+    if path.suffix not in (".toml", ".json"):
+        raise GridError(f"{path}: a grid file is read by its name's suffix, .toml or .json, "
+                        f"not {path.suffix or 'none'!r}. Fix: rename it to .toml (TOML) or "
+                        ".json (JSON)")
     try:
         text = read_text(path)
     except DataFormatError as e:

@@ -83,9 +83,10 @@ def check_cogs_levels(grid_path: str | os.PathLike, cells: List[Cell],
     Raises:
         UserError: ``grid:line: levels ...`` naming the case and the builder's reason (the
             reachable range and the fix).
+        DataFormatError: a COGS file that cannot be read (its file and line).
     """
     from ..cogs.builder import plan_cogs_build
-    from ..errors import UserError
+    from ..errors import DataFormatError, UserError
     from ..files import read_text
     from .grid_files import key_line
 
@@ -96,6 +97,8 @@ def check_cogs_levels(grid_path: str | os.PathLike, cells: List[Cell],
         levels = sorted({c.level for c in mine})
         try:
             plan_cogs_build(mine[0].cogs_dir, case, levels, mine[0].seed)
+        except DataFormatError:  # a COGS file's own fault: its file and line say it
+            raise
         except UserError as e:
             line = key_line(read_text(grid_path), "levels")
             raise UserError(f"{grid_path}:{line}: levels {', '.join(f'{v:g}' for v in levels)} "

@@ -35,13 +35,9 @@ from torch import Tensor
 from torch.func import functional_call, stack_module_state, vmap
 
 from ..criterions.teacher_forcing import TeacherForcingCrossEntropyCriterion
-from ..errors import UserError
+from ..errors import PackedError, UserError  # noqa: F401  (PackedError also read from here)
 from ..modules.real_tokens import all_rows
 from .packed_registry import PACKED_IMPLEMENTATIONS
-
-
-class PackedError(UserError, ValueError):
-    """A pack that cannot be trained as packed runs (criterion, shapes, runs)."""
 
 
 #: module class -> a forward written for vmap, bound to that module in the vmapped copy

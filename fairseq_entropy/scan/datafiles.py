@@ -58,7 +58,9 @@ def read_scan_file(path: str | os.PathLike, grammar: Optional[Grammar] = None) -
             continue
         where = f"{path}:{lineno}"
         if not line.startswith("IN:"):
-            raise DataFormatError(f"{where}: line does not start with 'IN:'. Fix: write "
+            cogs = "read a COGS .tsv with --format cogs, or " if \
+                str(path).endswith(".tsv") and "\t" in line else ""
+            raise DataFormatError(f"{where}: line does not start with 'IN:'. Fix: {cogs}write "
                                   "'IN: <command> OUT: <actions>'")
         if " OUT:" not in line:
             raise DataFormatError(f"{where}: line has no 'OUT:'. Fix: write "

@@ -8,7 +8,7 @@ its updates, its validations where fairseq-train alone would validate, its check
 import logging
 from typing import List, Optional, Sequence
 
-from ..models.packed import PackedError
+from ..errors import PackedError
 
 logger = logging.getLogger(__name__)
 

@@ -24,8 +24,6 @@ import shutil
 from pathlib import Path
 from typing import Dict, List, Optional
 
-import torch
-
 from ..errors import UserError
 from ..files import atomic_write_bytes, check_fairseq_path
 
@@ -164,6 +162,8 @@ def unpack(checkpoint: str) -> List[Path]:
             file) or not a packed one.
         OSError: reading or writing failed.
     """
+    import torch
+
     from ..checkpoint import allow_fairseq_checkpoint_globals
 
     allow_fairseq_checkpoint_globals()
@@ -179,14 +179,15 @@ def unpack(checkpoint: str) -> List[Path]:
         raise PackError(f"{checkpoint}: not a torch checkpoint (torch.load cannot read it). "
                         "Fix: give the checkpoint_last.pt of a packed_systematicity run") \
             from None
-    packed = (state.get("task_state") or {}).get("packed") if isinstance(state, dict) else None
+    task_state = state.get("task_state") if isinstance(state, dict) else None
+    packed = task_state.get("packed") if isinstance(task_state, dict) else None
     if not packed:
         raise PackError(f"{checkpoint}: not a packed checkpoint (no packed task state). Fix: "
                         "give the checkpoint_last.pt of a packed_systematicity run")
-    written = []
+    _check_packed(state, packed, checkpoint)
+    outputs = []  # every run's files, made before anything is written
     for k, record in enumerate(packed["runs"]):
         out_dir = Path(record["run"]["run_dir"]) / "checkpoints"
-        out_dir.mkdir(parents=True, exist_ok=True)
         files = {"checkpoint_last.pt": run_checkpoint(state, k, record["model"], record)}
         best = record.get("best")
         history = state.get("optimizer_history") or [{}]
@@ -204,6 +205,10 @@ def unpack(checkpoint: str) -> List[Path]:
             history = files["checkpoint_best.pt"]["optimizer_history"]
             if history:
                 history[-1]["num_updates"] = best["updates"]
+        outputs.append((out_dir, files))
+    written = []
+    for out_dir, files in outputs:
+        out_dir.mkdir(parents=True, exist_ok=True)
         for name, ckpt in files.items():
             if isinstance(ckpt, str):  # a copy of a file written before
                 tmp = out_dir / f".{name}.tmp{os.getpid()}"
@@ -215,8 +220,52 @@ def unpack(checkpoint: str) -> List[Path]:
     return written
 
 
+def _check_packed(state: Dict, packed, checkpoint: str) -> None:
+    """Check that a packed checkpoint holds what :func:`unpack` reads: fairseq's ``cfg``
+    (``task``, ``common``, ``optimization``, ``checkpoint``) and, per run, its description
+    (``run``: data, seed, run_dir), ordinary weights, task config and state and clip norm,
+    and its best and own record where present.
+
+    Raises:
+        PackError: naming the checkpoint and the first thing missing.
+    """
+    def bad(what: str):
+        return PackError(f"{checkpoint}: not a packed checkpoint this version can read "
+                         f"({what}). Fix: give the checkpoint_last.pt that a "
+                         "packed_systematicity fairseq-train wrote")
+
+    cfg = state.get("cfg")
+    if not isinstance(cfg, dict) or any(not isinstance(cfg.get(key), dict) for key in (
+            "task", "common", "optimization", "checkpoint")):
+        raise bad("no fairseq cfg with task, common, optimization and checkpoint")
+    runs = packed.get("runs") if isinstance(packed, dict) else None
+    if not isinstance(runs, list) or not runs:
+        raise bad("no list of runs in its packed task state")
+    for k, record in enumerate(runs):
+        if not isinstance(record, dict):
+            raise bad(f"run {k} is not a record")
+        run = record.get("run")
+        missing = [key for key in ("model", "task_cfg", "task_state", "clip_norm")
+                   if key not in record]
+        if not isinstance(run, dict) or any(key not in run for key in
+                                            ("data", "seed", "run_dir")):
+            missing.insert(0, "run (data, seed, run_dir)")
+        if missing:
+            raise bad(f"run {k} has no {', '.join(missing)}")
+        best, own = record.get("best"), record.get("own")
+        if best is not None and (not isinstance(best, dict) or any(
+                key not in best for key in ("value", "model", "task_state", "updates",
+                                            "train_iterator"))):
+            raise bad(f"run {k}'s best record is incomplete")
+        if own is not None and (not isinstance(own, dict) or any(
+                key not in own for key in ("max_update", "updates", "train_iterator"))):
+            raise bad(f"run {k}'s own-length record is incomplete")
+
+
 def _save(state: Dict, path: Path) -> Path:
     """``torch.save`` to a temporary file beside ``path``, then rename."""
+    import torch
+
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
         torch.save(state, tmp)
