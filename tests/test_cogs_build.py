@@ -226,6 +226,16 @@ def test_bad_directory_and_line_are_refused(cogs, tmp_path):
     (cogs / "train.tsv").write_text("".join(rows))
     with pytest.raises(DataFormatError, match=r"train\.tsv:3: .*Fix:"):
         plan_cogs_build(cogs, "subj_to_obj_common", [0.0], 1)
+    # gen.tsv of the other LF format (the variable-free release's): one release at a time
+    (cogs / "train.tsv").write_text("".join(train_rows()))
+    (cogs / "gen.tsv").write_text("A cat ate the hedgehog .\teat ( agent = cat , theme = * "
+                                  "hedgehog )\tsubj_to_obj_common\n")
+    with pytest.raises(DataFormatError, match=r"gen\.tsv: variable_free logical forms, but "
+                                              r".*train\.tsv has original ones.*Fix:"):
+        plan_cogs_build(cogs, "subj_to_obj_common", [0.0], 1)
+    with pytest.raises(DataFormatError, match=r"gen\.tsv: variable_free logical forms"):
+        read_cogs_dir(cogs)
+    (cogs / "gen.tsv").write_text("".join(GEN))
     # a training set without the held-out word's own sentence (a cut COGS)
     (cogs / "train.tsv").write_text("".join(r for r in train_rows() if r != HEDGEHOG))
     with pytest.raises(BuildError, match=r"train\.tsv: no sentence holds 'hedgehog', the "

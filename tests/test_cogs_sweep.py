@@ -52,14 +52,15 @@ schedule = {{max_update = 4}}
 # ----------------------------------------------------------------------------------- grid
 def test_the_recipe_grid_expands_to_two_cases_eight_levels_three_seeds(cogs, tmp_path):
     text = (REPO / "recipes/grids/cogs_entropy.toml").read_text()
-    assert 'cogs_dir = "../../data/COGS/data"' in text and "najoungkim/COGS" in text
+    default = "../../data/ReCOGS/variable_free"
+    assert f'cogs_dir = "{default}"' in text and "frankaging/ReCOGS" in text
     # the recipe's cogs_dir must be set: refused, naming its line, until the folder is there
-    line = text.splitlines().index('cogs_dir = "../../data/COGS/data"') + 1
-    if not (REPO / "data/COGS/data/train.tsv").is_file():
+    line = text.splitlines().index(f'cogs_dir = "{default}"') + 1
+    if not (REPO / "data/ReCOGS/variable_free/train.tsv").is_file():
         with pytest.raises(GridError, match=rf"cogs_entropy.toml:{line}: cogs_dir = "
-                                            r"'../../data/COGS/data': .* Fix: set cogs_dir"):
+                                            rf"'{default}': .* Fix: set cogs_dir"):
             load_grid(REPO / "recipes/grids/cogs_entropy.toml")
-    grid = load_grid(grid_file(tmp_path, text.replace("../../data/COGS/data", "cogs")))
+    grid = load_grid(grid_file(tmp_path, text.replace(default, "cogs")))
     cells = grid.cells()
     assert len(cells) == 2 * 8 * 3 and grid.cases == list(CASES)
     assert {c.preset for c in cells} == {PRESET} and {c.n for c in cells} == {None}

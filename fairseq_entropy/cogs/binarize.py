@@ -28,7 +28,7 @@ from ..files import atomic_directory
 from ..scan.databin import SOURCE_LANG, TARGET_LANG, BinarizeError
 from ..scan.preprocess import run_preprocess
 from ..scan.scan_files import sha256_of
-from .data import SPLITS, CogsExample, data_lf_format, read_cogs_tsv
+from .data import SPLITS, CogsExample, check_one_lf_format, data_lf_format, read_cogs_tsv
 
 #: the suffix of the file of cases beside a binarized split (``gen.case``)
 CASE_SUFFIX = "case"
@@ -55,7 +55,8 @@ def read_cogs_dir(src_dir: str | os.PathLike) -> Dict[str, List[CogsExample]]:
 
     Raises:
         BinarizeError: no ``train.tsv`` or no ``dev.tsv`` in ``src_dir``.
-        DataFormatError: a bad file or line (:func:`~fairseq_entropy.cogs.data.read_cogs_tsv`).
+        DataFormatError: a bad file or line (:func:`~fairseq_entropy.cogs.data.read_cogs_tsv`),
+            or files of two LF formats (:func:`~fairseq_entropy.cogs.data.check_one_lf_format`).
     """
     src = Path(src_dir)
     for need in ("train", "dev"):
@@ -63,8 +64,11 @@ def read_cogs_dir(src_dir: str | os.PathLike) -> Dict[str, List[CogsExample]]:
             raise BinarizeError(f"{src}: no {need}.tsv. Fix: pass the directory holding the "
                                 "COGS files train.tsv, dev.tsv (and test.tsv, gen.tsv), e.g. "
                                 "the data/ folder of github.com/najoungkim/COGS")
-    return {split: read_cogs_tsv(src / f"{stem}.tsv") for stem, split in SPLITS.items()
-            if (src / f"{stem}.tsv").is_file()}
+    files = {str(src / f"{stem}.tsv"): split for stem, split in SPLITS.items()
+             if (src / f"{stem}.tsv").is_file()}
+    read = {path: read_cogs_tsv(path) for path in files}
+    check_one_lf_format(read)
+    return {split: read[path] for path, split in files.items()}
 
 
 def build_record(src_dir: str | os.PathLike) -> Optional[dict]:

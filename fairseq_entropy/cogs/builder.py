@@ -44,7 +44,7 @@ from ..scan.levels import BuildError, level_name
 from ..scan.sampling import level_rng
 from ..scan.scan_files import sha256_of
 from ..version import __version__
-from .data import CASE_TYPES, LEXICAL, read_cogs_tsv
+from .data import CASE_TYPES, LEXICAL, check_one_lf_format, read_cogs_tsv
 from .measure import measure_cogs
 from .mixing import hit_counts, reachable_range
 from .slots import occurrences
@@ -172,6 +172,7 @@ def plan_cogs_build(cogs_dir: str | os.PathLike, case: str, levels: Sequence[flo
     sources = source_files(cogs_dir)
     train = read_cogs_tsv(sources["train"])
     gen = read_cogs_tsv(sources["gen"])
+    check_one_lf_format({str(sources["train"]): train, str(sources["gen"]): gen})
     word, slot = held_out_pair(train, gen, case, str(sources["gen"]))
     train_lines = [line if line.endswith("\n") else line + "\n"
                    for _, line in iter_text_lines(sources["train"])]

@@ -92,6 +92,24 @@ def data_lf_format(examples: List[CogsExample]) -> str:
                 "original")
 
 
+def check_one_lf_format(files: Dict[str, List[CogsExample]]) -> str:
+    """The one LF format (:func:`data_lf_format`) of COGS files, by path, the first one's.
+
+    Raises:
+        DataFormatError: a file whose logical forms have another format than the first's
+            (a model trained on one would be scored against the other), naming both.
+    """
+    formats = {path: data_lf_format(examples) for path, examples in files.items() if examples}
+    first = next(iter(formats.items()), (None, "original"))
+    for path, fmt in formats.items():
+        if fmt != first[1]:
+            raise DataFormatError(
+                f"{path}: {fmt} logical forms, but {first[0]} has {first[1]} ones. Fix: take "
+                "all the files from one release (COGS's data/ folder, original forms, or "
+                "ReCOGS's variable_free/ folder)")
+    return first[1]
+
+
 def read_cogs_tsv(path: str | os.PathLike) -> List[CogsExample]:
     """Read a COGS TSV file.
 
