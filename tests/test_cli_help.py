@@ -130,3 +130,19 @@ def test_misread_inputs_name_the_right_reader(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith(f"fairseq-entropy predict: error: {other}: not a score.json, a run "
                           "directory or a results table") and "aggregate" not in err
+
+
+@pytest.mark.parametrize("argv", [["build", "exp1", "--out", "o"],
+                                  ["build", "cogs", "nowhere", "--case", "subj_to_obj_common",
+                                   "--out", "o"]])
+def test_a_negative_entropy_is_refused_with_the_options(argv, tmp_path, capsys):
+    """Before any data are read (the COGS folder here does not exist)."""
+    from fairseq_entropy.cli import main
+
+    argv = [str(tmp_path / "o") if a == "o" else a for a in argv]
+    with pytest.raises(SystemExit) as e:
+        main([*argv, "--levels", "0,-0.5"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and len(err.splitlines()) == 1
+    assert "argument --levels: '0,-0.5' holds -0.5, but an entropy is >= 0 bits. Fix:" in err
+    assert not (tmp_path / "o").exists()

@@ -27,7 +27,7 @@ def add_parser(sub) -> None:
                        help="validation size as a fraction, in (0, 1)")
         e.add_argument("--force", action="store_true", help="replace a different build in --out")
         if name == "exp1":
-            e.add_argument("--levels", type=options.floats, default="0,0.5,1,1.5,2,2.5,3",
+            e.add_argument("--levels", type=options.entropies, default="0,0.5,1,1.5,2,2.5,3",
                            help="target second-slot entropies in bits, comma-separated")
             e.add_argument("--n", type=options.positive_int, default=6000,
                            help="training commands per level")
@@ -64,7 +64,7 @@ def add_parser(sub) -> None:
     c.add_argument("--case", required=True,
                    help="the lexical case whose held-out (word, slot) pair is tested, e.g. "
                         "subj_to_obj_common (theme@object) or prim_to_obj_proper")
-    c.add_argument("--levels", type=options.floats, default="0,1,2,3,4",
+    c.add_argument("--levels", type=options.entropies, default="0,1,2,3,4",
                    help="target entropies (bits) of the words in the tested slot, "
                         "comma-separated")
     c.add_argument("--seed", type=options.seed, default=1, help="data seed")

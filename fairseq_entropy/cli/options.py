@@ -72,6 +72,15 @@ def floats(text: str) -> List[float]:
     return _not_empty(values, text, "0,1.5,3")
 
 
+def entropies(text: str) -> List[float]:
+    """Comma-separated entropies in bits, each >= 0, e.g. ``0,0.5,1`` (argparse type)."""
+    values = floats(text)
+    if min(values) < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} holds {min(values):g}, but an entropy is "
+                                         ">= 0 bits. Fix: e.g. 0,1.5,3")
+    return values
+
+
 #: the most values a range ``A..B`` of :func:`ints` may hold
 MAX_RANGE = 1000
 
