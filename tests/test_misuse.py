@@ -120,7 +120,7 @@ def kind_of(command, action):
         return "flag"
     if action.choices:
         return "choice"
-    if action.type in (options.floats, options.ints, options.names):
+    if action.type in (options.floats, options.entropies, options.ints, options.names):
         return "list"
     if hasattr(action.type, "bounds"):
         return "number"
@@ -230,8 +230,10 @@ def world(tmp_path_factory):
     eat = ("A {} ate the {} .\t* {} ( x _ 4 ) ; eat . agent ( x _ 2 , x _ 1 ) AND eat . "
            "theme ( x _ 2 , x _ 4 ) AND {} ( x _ 1 )\t{}\n")
     (cogs / "train.tsv").write_text(eat.format("dog", "cake", "cake", "dog", "in_distribution")
-                                    * 3 + eat.format("hedgehog", "cake", "cake", "hedgehog",
-                                                     "exposure_example_subj_common"))
+                                    * 3 + eat.format("cat", "cake", "cake", "cat",
+                                                     "in_distribution")
+                                    + eat.format("hedgehog", "cake", "cake", "hedgehog",
+                                                 "exposure_example_subj_common"))
     (cogs / "dev.tsv").write_text(eat.format("dog", "cake", "cake", "dog", "in_distribution"))
     (cogs / "gen.tsv").write_text(eat.format("cat", "hedgehog", "hedgehog", "cat",
                                              "subj_to_obj_common"))

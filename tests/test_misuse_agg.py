@@ -129,7 +129,9 @@ def test_results_tsv_rows_are_checked_like_scores(tmp_path):
     # the same table under another name is not read as a score.json ("invalid JSON")
     txt = tmp_path / "results.txt"
     txt.write_text(header + row.format("0.5"))
-    with pytest.raises(ScoreError, match=r"takes a file by its name\. Fix: pass a score\.json"):
+    with pytest.raises(ScoreError, match=r"not a score\.json, a run directory or a results "
+                                         r"table named \*\.tsv \(a file is read by its name\)\. "
+                                         r"Fix: pass a score\.json"):
         collect_scores([txt])
 
 
