@@ -106,8 +106,8 @@ def test_runs_of_their_own_length_train_as_alone(levels, tmp_path, model, batch)
 
 
 @pytest.mark.parametrize("sizes,limits,subsets", [
-    ([3, 3, 3], None, "valid"), ([3, 3, 3], None, "valid,test"), (SIZES, [12, 9, 7], "valid")],
-    ids=["one-length", "one-length-two-subsets", "own-length"])
+    ([3, 3, 3], None, "valid,test"), (SIZES, [12, 9, 7], "valid")],
+    ids=["one-length-two-subsets", "own-length"])
 def test_a_runs_best_is_kept_only_where_fairseq_train_saves(tmp_path, sizes, limits, subsets):
     """Validated after every update, saved at every 2nd epoch's end and the last update:
     alone, a run's checkpoint_best is decided at the saves only, on the first
