@@ -193,7 +193,7 @@ def test_a_pack_cut_off_before_any_run_validated_reports_every_run(levels, tmp_p
 
 @pytest.mark.parametrize("extra,refused", [
     (["--update-freq", "2"], r"own max_update.*--update-freq \[2\]"),
-    (["--bf16"], r"own max_update.*--fp16, --bf16 or --amp"),
+    (["--bf16"], r"own max_update.*--bf16 \(a finished run's weights would come back"),
 ])
 def test_runs_of_their_own_length_refuse_options_that_would_mix_them(levels, tmp_path,
                                                                       extra, refused):

@@ -4,7 +4,6 @@ description (``pack.json``) for ``fairseq-train PACK_DIR --task packed_systemati
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 
@@ -29,7 +28,8 @@ def add_parser(sub) -> None:
 def run(args) -> None:
     """``pack``: check the runs and write the description; print its path."""
     from ..files import check_fairseq_path
-    from ..tasks.packed_runs import PACK_FILE, PackError, read_pack, write_pack
+    from ..tasks.packed_runs import (PACK_FILE, PackError, read_description, read_pack,
+                                     write_pack)
 
     check_fairseq_path(args.pack_dir, "PACK_DIR")  # fairseq-train's data argument
     if Path(args.pack_dir).exists() and not Path(args.pack_dir).is_dir():
@@ -80,9 +80,12 @@ def run(args) -> None:
                         "run its own RUN_DIR")
     old = Path(args.pack_dir) / PACK_FILE
     if old.is_file() and not args.force:
+        def key(rs):
+            return [(r["data"], r["seed"], r["run_dir"], r.get("max_update")) for r in rs]
+
         try:
-            same = json.loads(old.read_text()).get("runs") == runs
-        except (ValueError, AttributeError):
+            same = key(read_description(args.pack_dir)["runs"]) == key(runs)
+        except PackError:  # unreadable: not the same runs
             same = False
         if not same:
             raise PackError(f"{old} already lists other runs (a packed checkpoint trained on "

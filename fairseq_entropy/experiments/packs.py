@@ -330,7 +330,6 @@ def _run_files(pack: Pack, k: int, run: Path) -> None:
         log.write(f"=== trained as run {k} of the pack {pack.dir} (the whole log, every "
                   f"run's metrics ending in _<run>: {pack.train_log})\n")
         log.writelines(run_lines(lines, k))
-
     board = run / "tensorboard"
     if not board.exists() and not board.is_symlink():
         board.symlink_to(os.path.relpath(pack.dir / "tensorboard", run))

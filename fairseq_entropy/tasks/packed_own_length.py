@@ -74,8 +74,9 @@ def check_schedule(root, why: str, allowed, fix: str) -> None:
     their own schedule: a learning-rate scheduler not in ``allowed``, several ``--lr``
     values, ``--force-anneal`` (the fixed scheduler's rate would change with the pack's
     epoch), ``--max-epoch``, no ``--max-update``, ``--update-freq`` above 1 (a run's steps
-    are batches) and ``--fp16``/``--bf16``/``--amp`` (a finished run's frozen weights would
-    come back from the optimizer's fp32 copy). (``--patience`` is refused for every pack.)
+    are batches) and ``--bf16`` (a finished run's frozen weights would come back from the
+    optimizer's fp32 copy). (``--patience``, ``--fp16`` and ``--amp`` are refused for every
+    pack before this is called.)
 
     Raises:
         PackedError: naming what is refused, ``why`` and the fix.
@@ -94,9 +95,8 @@ def check_schedule(root, why: str, allowed, fix: str) -> None:
         (not opt.max_update, "no --max-update (the runs' steps are counted to it)"),
         (list(opt.update_freq) != [1], f"--update-freq {list(opt.update_freq)} (a run's "
                                        "steps are its batches)"),
-        (common.fp16 or common.bf16 or common.amp, "--fp16, --bf16 or --amp (a finished "
-                                                   "run's weights would come back from the "
-                                                   "optimizer's fp32 copy)"))
+        (common.bf16, "--bf16 (a finished run's weights would come back from the "
+                      "optimizer's fp32 copy)"))
         if bad]
     if refused:
         raise PackedError(f"packed runs: {why}, and the pack trains with {refused[0]}. Fix: "
