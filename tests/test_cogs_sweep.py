@@ -149,7 +149,8 @@ def test_unreachable_levels_and_packs_are_refused_before_anything_is_written(
     root = tmp_path / "root"
     for dry in (["--dry-run"], []):
         assert cli(["sweep", str(grid), "--root", str(root), "--device", "cpu", *dry]) == 2
-        err = capsys.readouterr().err
+        out, err = capsys.readouterr()
+        assert out == ""  # no "# grid" header above the error
         assert f"{grid}:4: levels 0, 5 of case subj_to_obj_common cannot all be built" in err
         assert "reachable range [0.000, 2.904] bits" in err and "Fix:" in err
         assert not root.exists()
@@ -158,8 +159,9 @@ def test_unreachable_levels_and_packs_are_refused_before_anything_is_written(
     good = train.read_text()
     train.write_text(good + "A cat ran .\tonly two columns\n")
     assert cli(["sweep", str(grid_file(tmp_path, GRID)), "--dry-run", "--root", str(root)]) == 2
-    err = capsys.readouterr().err
+    out, err = capsys.readouterr()
     train.write_text(good)
+    assert out == ""
     lines = len(good.splitlines()) + 1
     assert f"{train}:{lines}: " in err and "cannot all be built" not in err, err
     assert cli(["sweep", str(grid_file(tmp_path, GRID)), "--dry-run", "--root", str(root),

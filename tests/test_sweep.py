@@ -382,7 +382,8 @@ def test_a_grid_level_the_builder_refuses_is_refused_before_any_cell(tmp_path, c
         grid.write_text(text.replace("n = [6000]", f"n = [{n}]"))
         for dry in (["--dry-run"], []):
             assert cli(["sweep", str(grid), "--root", str(tmp_path / "r"), *dry]) == 2
-            err = capsys.readouterr().err
+            out, err = capsys.readouterr()
+            assert out == ""  # the error alone, no "# grid" header above it
             assert f"{grid}: level 0 at N = {n} cannot be built" in err and reason in err
             assert "in the grid file: its n, levels or build_args" in err
             assert not (tmp_path / "r").exists()

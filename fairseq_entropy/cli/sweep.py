@@ -140,11 +140,11 @@ def run(args) -> None:
                         "each run's best checkpoint by its validation seq_acc (--select "
                         "valid). Fix: --pack 0 to train each cell on its own, or drop --select "
                         "(or add --no-score-best to score the last checkpoints only)")
+    check_buildable(grid.path, cells, root)
     packing = f", packs of up to {size} cells" if size > 1 else ""
     print(f"# grid {grid.path}: {len(cells)} cells ({shape}), schedule "
           f"{grid.schedule.label}, root {root}, executor {args.executor}, "
           f"{len(slots)} worker slot(s){packing}")
-    check_buildable(grid.path, cells, root)
     if args.dry_run:
         seen = set()
         for i, cell in enumerate(cells):
