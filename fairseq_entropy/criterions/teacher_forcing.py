@@ -43,6 +43,11 @@ STEP_MODES = ChoiceEnum(["auto", "incremental", "full"])
 
 @dataclass
 class TeacherForcingCrossEntropyConfig(FairseqDataclass):
+    """Options of ``--criterion teacher_forcing_cross_entropy`` (the module docstring gives the
+    regimes).  Defaults (ratio 1, no stop at a predicted end, summed loss) give exactly
+    fairseq's ``cross_entropy``; the paper's RNN sets ratio 0, ``--stop-at-predicted-eos`` and
+    ``--mean-over-target-length``."""
+
     teacher_forcing_ratio: float = field(
         default=1.0,
         metadata={"help": "probability of feeding the gold previous token at each step and "
