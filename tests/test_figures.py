@@ -62,3 +62,19 @@ def test_seeds_label():
     assert figures._seeds_label([1], False) == "1 seed"
     assert figures._seeds_label([2], True) == "2 seeds, 95% CI"
     assert figures._seeds_label([1, 3], True) == "1-3 seeds per level, 95% CI where >= 2"
+
+
+def test_a_figure_without_a_paper_curve_says_none_and_keeps_its_long_title_inside(tmp_path,
+                                                                                   drawn):
+    """COGS has no paper curve: the caption does not describe one.  Its title (97
+    characters) is wrapped so that every line lies inside the figure."""
+    figs = figure_of("cogs_entropy", tmp_path, drawn)
+    fig = figs["fig_cogs+case=subj_to_obj_common+gen_case.png"]
+    (ax,) = [a for a in fig.axes if a.get_visible()]
+    assert not [ln for ln in ax.get_lines() if ln.get_label().startswith("paper")]
+    assert "paper" not in caption(fig) and caption(fig).endswith(").")
+    title = fig._suptitle
+    assert "\n" in title.get_text()
+    box, page = title.get_window_extent(), fig.bbox
+    assert page.x0 <= box.x0 and box.x1 <= page.x1 and box.y1 <= page.y1
+    assert not box.overlaps(ax.title.get_window_extent())  # nor over the panel's title

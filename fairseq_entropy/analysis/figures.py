@@ -21,6 +21,7 @@ from __future__ import annotations
 import io
 import math
 import os
+import textwrap
 from pathlib import Path
 from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
@@ -185,6 +186,7 @@ def plot_figure(cells: Sequence[dict], paper_rows: Sequence[dict], name: str,
                              squeeze=False)
     for ax in axes.flat[len(models):]:
         ax.set_visible(False)
+    drew_paper = False  # the caption names the paper's curve only where one is drawn
     for ax, panel_name in zip(axes.flat, models):
         mine = [c for c in cells if panel(c) == panel_name]
         lines_ = lines_of(mine)
@@ -234,6 +236,7 @@ def plot_figure(cells: Sequence[dict], paper_rows: Sequence[dict], name: str,
                           "mean +- std of 5 seeds")
             ax.fill_between(px, [m - s for m, s in zip(pm, ps)], [m + s for m, s in zip(pm, ps)],
                             color=grey, alpha=0.15, zorder=1, linewidth=0)
+            drew_paper = True
         ax.set_title(panel_name, fontsize=10)
         ax.set_xlabel("entropy (bits)")
         ax.set_ylabel("exact-match accuracy")
@@ -242,8 +245,10 @@ def plot_figure(cells: Sequence[dict], paper_rows: Sequence[dict], name: str,
         # under the panel, outside the axes: the legend never covers a point
         ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=1,
                   frameon=False)
-    fig.suptitle(title or figure_title(name), fontsize=11)
-    fig.text(0.5, 0.01, figure_caption(cells, paper=bool(paper_rows), fit=bool(fits)),
+    # wrapped to the figure's width (about 11 characters an inch at 11 pt)
+    fig.suptitle(textwrap.fill(title or figure_title(name), int(fig.get_figwidth() * 11)),
+                 fontsize=11)
+    fig.text(0.5, 0.01, figure_caption(cells, paper=drew_paper, fit=bool(fits)),
              ha="center", va="bottom", fontsize=7.5,
              wrap=True)
     fig.tight_layout(rect=(0, 0.05, 1, 1))
