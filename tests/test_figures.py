@@ -66,7 +66,7 @@ def test_seeds_label():
 
 def test_a_figure_without_a_paper_curve_says_none_and_keeps_its_long_title_inside(tmp_path,
                                                                                    drawn):
-    """COGS has no paper curve: the caption does not describe one.  Its title (97
+    """COGS has no paper curve: the caption does not describe one.  Its title (96
     characters) is wrapped so that every line lies inside the figure."""
     figs = figure_of("cogs_entropy", tmp_path, drawn)
     fig = figs["fig_cogs+case=subj_to_obj_common+gen_case.png"]
