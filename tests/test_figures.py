@@ -73,6 +73,8 @@ def test_a_figure_without_a_paper_curve_says_none_and_keeps_its_long_title_insid
     (ax,) = [a for a in fig.axes if a.get_visible()]
     assert not [ln for ln in ax.get_lines() if ln.get_label().startswith("paper")]
     assert "paper" not in caption(fig) and caption(fig).endswith(").")
+    # COGS trains on sentences: 15,956 at every level of the committed study
+    assert caption(fig).startswith("N = 15956 training sentences; last checkpoint.")
     title = fig._suptitle
     assert "\n" in title.get_text()
     box, page = title.get_window_extent(), fig.bbox

@@ -127,17 +127,19 @@ def _seeds_label(counts: Sequence[int], has_ci: bool) -> str:
 
 
 def figure_caption(cells: Sequence[dict], paper: bool = True, fit: bool = False) -> str:
-    """The caption under a figure: its training sizes N and checkpoint(s), and what the
-    points and lines are (the paper's curves when ``paper``, the logistic fits when
-    ``fit``)."""
+    """The caption under a figure: its training sizes N (in sentences where every cell is a
+    COGS one, in commands otherwise) and checkpoint(s), and what the points and lines are
+    (the paper's curves when ``paper``, the logistic fits when ``fit``)."""
     # n_train: the cell's recorded training size (Experiment 2's grows with the support)
     size = [c.get("n_train") or c["train_size"] for c in cells]
     sizes = sorted({int(n) for n in size if n})
     unknown = not all(size)
+    cogs = bool(cells) and all(str(c["experiment"]).startswith("cogs") for c in cells)
+    unit = "training sentences" if cogs else "training commands"
     if len(sizes) > 3:
-        n_text = f"N = {sizes[0]}-{sizes[-1]} training commands (by level)"
+        n_text = f"N = {sizes[0]}-{sizes[-1]} {unit} (by level)"
     elif sizes:
-        n_text = "N = " + ", ".join(str(n) for n in sizes) + " training commands" + (
+        n_text = "N = " + ", ".join(str(n) for n in sizes) + f" {unit}" + (
             " (and N not recorded)" if unknown else "")
     else:
         n_text = "N not recorded"
