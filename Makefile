@@ -24,7 +24,7 @@ STAMP := $(VENV)/.fairseq-entropy-installed
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
 # make wheelhouse: the wheels a machine without internet needs to install the plugin (see
-# docs/offline-install.md); torch, numpy and scipy are the target's own
+# docs/install.md, "Offline install"); torch, numpy and scipy are the target's own
 #   WHEELHOUSE=...  output directory (default wheelhouse)
 #   PY_VERSION=...  the target's Python X.Y (default: the venv's)
 #   PLATFORM=...    the target's wheel platform tag (default manylinux_2_28_x86_64)
