@@ -134,7 +134,7 @@ def figure_caption(cells: Sequence[dict], paper: bool = True, fit: bool = False)
     size = [c.get("n_train") or c["train_size"] for c in cells]
     sizes = sorted({int(n) for n in size if n})
     unknown = not all(size)
-    cogs = bool(cells) and all(str(c["experiment"]).startswith("cogs") for c in cells)
+    cogs = bool(cells) and all(keys.base_experiment(c["experiment"]) == "cogs" for c in cells)
     unit = "training sentences" if cogs else "training commands"
     if len(sizes) > 3:
         n_text = f"N = {sizes[0]}-{sizes[-1]} {unit} (by level)"
