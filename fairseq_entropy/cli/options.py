@@ -187,3 +187,60 @@ def check_one_format(args) -> None:
     """
     if getattr(args, "json", False) and getattr(args, "tsv", False):
         raise UserError("--json and --tsv: one output format at a time. Fix: give one of them")
+
+
+# ------------------------------------------------------- options shared by several commands
+def add_presets_option(p, when: str = "its presets may extend packaged ones by name") -> None:
+    """Declare ``--presets FILE`` on the parser ``p``: the user's presets file, added to the
+    packaged ``presets.json`` (``when`` ends the help: what the file is needed for)."""
+    p.add_argument("--presets", help=f"your presets file, added to the packaged presets.json "
+                                     f"({when})")
+
+
+def add_schedule_options(p) -> None:
+    """Declare ``--epochs`` and ``--max-update`` on the parser ``p``: a schedule overriding the
+    preset's (:func:`check_one_schedule` refuses both at once)."""
+    p.add_argument("--epochs", type=epochs,
+                   help="epochs, overriding the preset's schedule (default: the preset's)")
+    p.add_argument("--max-update", type=max_update,
+                   help="updates, overriding the preset's schedule (default: the preset's)")
+
+
+def add_run_options(p, whose: str, sample_note: str = "", grid: bool = False) -> None:
+    """Declare on the parser ``p`` the options of how a run is checkpointed, decoded and
+    scored, as ``fairseq-entropy run`` takes them and a sweep hands them to each of its cells:
+    ``--select``, ``--no-score-best`` (dest ``score_best``), ``--gen-batch``,
+    ``--valid-batch``, ``--decode-sample``, ``--presets`` and ``--user-dir``.
+
+    Args:
+        p: the (sub)command's parser.
+        whose: the runs the help speaks of, e.g. ``"the run's"`` or ``"each cell's"``.
+        sample_note: words added to ``--decode-sample``'s help (where the command limits it).
+        grid: the command reads a grid file, whose ``presets_file`` and ``user_dir`` are the
+            defaults of ``--presets`` and ``--user-dir``.
+    """
+    from ..analysis.checkpoint_labels import SELECTIONS
+
+    p.add_argument("--select", choices=list(SELECTIONS), default="valid",
+                   help=f"how {whose} best checkpoint is chosen: valid, the highest validation "
+                        "seq_acc (scored as 'best'); test-loss, the lowest test loss, the paper "
+                        "authors' selection (scored as 'test-loss', a diagnostic; not with "
+                        "packs)")
+    p.add_argument("--no-score-best", dest="score_best", action="store_false",
+                   help=f"decode and score only {whose} last checkpoint")
+    p.add_argument("--gen-batch", type=positive_int, default=512, metavar="N",
+                   help="sentences per fairseq-generate batch")
+    p.add_argument("--valid-batch", type=positive_int, default=512, metavar="N",
+                   help="sentences per validation batch (the outputs do not depend on it)")
+    p.add_argument("--decode-sample", type=positive_int, metavar="N",
+                   help=f"a smoke test: {whose} last checkpoint decodes about N test sentences "
+                        "(spread over the lengths) into RUN_DIR/sample/score.json, marked "
+                        "test_sample; the run stays unscored, so a later call without "
+                        f"--decode-sample finishes it{sample_note} (default: the whole test split)")
+    add_presets_option(p, "its presets may extend packaged ones by name" +
+                       ("; default: the grid's presets_file, if any" if grid else ""))
+    p.add_argument("--user-dir", help="your --user-dir package (its __init__.py imports "
+                                      "fairseq_entropy), given to fairseq-train and "
+                                      "fairseq-generate instead of this plugin" +
+                                      (" (default: the grid's user_dir, if any)" if grid
+                                       else ""))

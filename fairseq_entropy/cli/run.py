@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..analysis.checkpoint_labels import SELECTIONS
 from . import options
 
 USAGE = ("fairseq-entropy run PRESET LEVEL_DATABIN RUN_DIR [options] "
@@ -15,32 +14,10 @@ USAGE = ("fairseq-entropy run PRESET LEVEL_DATABIN RUN_DIR [options] "
 
 def _add_options(p) -> None:
     p.add_argument("--seed", type=options.seed, default=1, help="training seed")
-    p.add_argument("--epochs", type=options.epochs,
-                   help="epochs, overriding the preset's schedule (default: the preset's)")
-    p.add_argument("--max-update", type=options.max_update,
-                   help="updates, overriding the preset's schedule (default: the preset's)")
+    options.add_schedule_options(p)
     p.add_argument("--device", choices=["cpu", "gpu"],
                    help="where to train and decode (default: gpu when torch sees one)")
-    p.add_argument("--gen-batch", type=options.positive_int, default=512,
-                   help="sentences per fairseq-generate batch")
-    p.add_argument("--valid-batch", type=options.positive_int, default=512,
-                   help="sentences per validation batch (the outputs do not depend on it)")
-    p.add_argument("--no-score-best", dest="score_best", action="store_false",
-                   help="decode and score only the last checkpoint")
-    p.add_argument("--select", choices=list(SELECTIONS), default="valid",
-                   help="best checkpoint: highest validation seq_acc (scored as 'best'), or "
-                        "lowest test loss, the paper authors' selection (scored as "
-                        "'test-loss', a diagnostic)")
-    p.add_argument("--decode-sample", type=options.positive_int, metavar="N",
-                   help="smoke test: decode about N test sentences (spread over the "
-                        "lengths) with the last checkpoint into RUN_DIR/sample/score.json, "
-                        "marked test_sample; the run stays unfinished (default: the whole "
-                        "test split)")
-    p.add_argument("--presets", help="your presets file, added to the packaged presets.json "
-                                     "(its presets may extend packaged ones by name)")
-    p.add_argument("--user-dir", help="your --user-dir package (its __init__.py imports "
-                                      "fairseq_entropy), given to fairseq-train and "
-                                      "fairseq-generate instead of this plugin")
+    options.add_run_options(p, "the run's")
 
 
 def add_parser(sub) -> None:

@@ -46,8 +46,7 @@ def add_parser(sub) -> None:
                     "--seed on trust; score.json records that the training data and schedule "
                     "were not verified")
     sc.add_argument("--force", action="store_true", help="replace an existing score.json")
-    sc.add_argument("--presets", help="your presets file, added to the packaged presets.json "
-                    "(needed when the run used one of your presets)")
+    options.add_presets_option(sc, "needed when the run used one of your presets")
 
 
 def run(args) -> None:

@@ -55,32 +55,14 @@ def add_parser(sub) -> None:
                    "fairseq-train arguments but data and seed) in one fairseq-train --task "
                    "packed_systematicity, then decode and score each cell as usual; 0 or 1: no "
                    "packing (default: the grid's pack, else 0)")
-    w.add_argument("--select", choices=("valid", "test-loss"), default="valid",
-                   help="how each cell's best checkpoint is chosen (fairseq-entropy run "
-                        "--select): valid, the highest validation seq_acc; test-loss, the "
-                        "paper authors' lowest test loss (a diagnostic; not with packs)")
-    w.add_argument("--no-score-best", action="store_true",
-                   help="decode and score only each cell's last checkpoint")
-    w.add_argument("--gen-batch", type=options.positive_int, default=512, metavar="N",
-                   help="sentences per fairseq-generate batch (default 512)")
-    w.add_argument("--valid-batch", type=options.positive_int, default=512, metavar="N",
-                   help="sentences per validation batch (default 512)")
     w.add_argument("--recipe", help="your own train recipe instead of fairseq-entropy run, "
                                     "called as RECIPE PRESET DATABIN RUN_DIR with the "
                                     "variables of recipes/train_level.sh (SEED, EPOCHS/"
                                     "MAX_UPDATE, DEVICE, SELECT, SCORE_BEST, GEN_BATCH, "
                                     "VALID_BATCH, PRESETS, USER_DIR) set from the sweep's "
                                     "options, never from your shell")
-    w.add_argument("--decode-sample", type=options.positive_int, metavar="N",
-                   help="a smoke test: each cell decodes about N test sentences with its last "
-                   "checkpoint (fairseq-entropy run --decode-sample N) into "
-                   "RUN/sample/score.json; such a cell is not scored, so a later sweep "
-                   "without --decode-sample finishes it (local executor only)")
-    w.add_argument("--presets", help="your presets file, added to the packaged presets.json "
-                                     "(default: the grid's presets_file, if any)")
-    w.add_argument("--user-dir", help="your --user-dir package (its __init__.py imports "
-                                      "fairseq_entropy), for training and decoding every cell "
-                                      "(default: the grid's user_dir, if any)")
+    options.add_run_options(w, "each cell's", sample_note=" (local executor only)",
+                            grid=True)
 
 
 def run(args) -> None:
@@ -133,9 +115,9 @@ def run(args) -> None:
         slots = [dict(s, DECODE_SAMPLE=str(args.decode_sample)) for s in slots]
     shape = status.grid_shape(cells)
     size = grid.pack_size(args.pack)
-    run_options = RunOptions(args.select, not args.no_score_best, args.gen_batch,
+    run_options = RunOptions(args.select, args.score_best, args.gen_batch,
                              args.valid_batch)
-    if size > 1 and args.select != "valid" and not args.no_score_best:
+    if size > 1 and args.select != "valid" and args.score_best:
         raise UserError(f"--select {args.select} with packed runs (--pack {size}): a pack keeps "
                         "each run's best checkpoint by its validation seq_acc (--select "
                         "valid). Fix: --pack 0 to train each cell on its own, or drop --select "

@@ -35,13 +35,9 @@ def add_parser(sub) -> None:
                         "notes, tab-separated")
     t.add_argument("--data", help="binarized level directory (needed for the arguments, "
                                   "whose schedule depends on the training-set size)")
-    t.add_argument("--presets", help="your presets file, added to the packaged presets.json "
-                                     "(in fairseq_entropy/experiments; your presets may "
-                                     "extend packaged ones by name)")
-    t.add_argument("--epochs", type=options.epochs,
-                   help="epochs, overriding the preset's schedule")
-    t.add_argument("--max-update", type=options.max_update,
-                   help="updates, overriding the preset's schedule")
+    options.add_presets_option(t, "in fairseq_entropy/experiments; your presets may extend "
+                                  "packaged ones by name")
+    options.add_schedule_options(t)
     t.add_argument("--field", help="print one field of the preset instead (e.g. model): a "
                    "list field (model_args...) as shell words, epochs_by_train_size as JSON, "
                    "a field the preset does not set as an empty line")
