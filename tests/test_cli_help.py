@@ -146,3 +146,22 @@ def test_a_negative_entropy_is_refused_with_the_options(argv, tmp_path, capsys):
     assert e.value.code == 2 and len(err.splitlines()) == 1
     assert "argument --levels: '0,-0.5' holds -0.5, but an entropy is >= 0 bits. Fix:" in err
     assert not (tmp_path / "o").exists()
+
+
+def test_run_and_sweep_take_the_same_run_options():
+    """A sweep hands each cell the options of ``fairseq-entropy run``: both parsers declare
+    them alike (same destination, type, choices and default), so a value the sweep accepts is
+    one that run accepts too."""
+    subs = dict(parsers())
+    run, sweep = subs["fairseq-entropy run"], subs["fairseq-entropy sweep"]
+
+    def shared(parser):
+        return {s: (a.dest, a.type, tuple(a.choices or ()), a.default)
+                for a in parser._actions for s in a.option_strings
+                if s in ("--select", "--no-score-best", "--gen-batch", "--valid-batch",
+                         "--decode-sample", "--presets", "--user-dir")}
+
+    assert len(shared(run)) == 7
+    assert shared(run) == shared(sweep)
+    assert shared(run)["--no-score-best"][0] == "score_best"
+    assert shared(run)["--select"][2] == ("valid", "test-loss")
