@@ -190,7 +190,11 @@ def check_one_format(args) -> None:
 
 
 # ------------------------------------------------------- options shared by several commands
-def add_presets_option(p, when: str = "its presets may extend packaged ones by name") -> None:
+#: the end of ``--presets``'s help where the command has nothing more to say of the file
+PRESETS_EXTEND = "its presets may extend packaged ones by name"
+
+
+def add_presets_option(p, when: str = PRESETS_EXTEND) -> None:
     """Declare ``--presets FILE`` on the parser ``p``: the user's presets file, added to the
     packaged ``presets.json`` (``when`` ends the help: what the file is needed for)."""
     p.add_argument("--presets", help=f"your presets file, added to the packaged presets.json "
@@ -237,7 +241,7 @@ def add_run_options(p, whose: str, sample_note: str = "", grid: bool = False) ->
                         "(spread over the lengths) into RUN_DIR/sample/score.json, marked "
                         "test_sample; the run stays unscored, so a later call without "
                         f"--decode-sample finishes it{sample_note} (default: the whole test split)")
-    add_presets_option(p, "its presets may extend packaged ones by name" +
+    add_presets_option(p, PRESETS_EXTEND +
                        ("; default: the grid's presets_file, if any" if grid else ""))
     p.add_argument("--user-dir", help="your --user-dir package (its __init__.py imports "
                                       "fairseq_entropy), given to fairseq-train and "

@@ -35,8 +35,7 @@ def add_parser(sub) -> None:
                         "notes, tab-separated")
     t.add_argument("--data", help="binarized level directory (needed for the arguments, "
                                   "whose schedule depends on the training-set size)")
-    options.add_presets_option(t, "in fairseq_entropy/experiments; your presets may extend "
-                                  "packaged ones by name")
+    options.add_presets_option(t, f"in fairseq_entropy/experiments; {options.PRESETS_EXTEND}")
     options.add_schedule_options(t)
     t.add_argument("--field", help="print one field of the preset instead (e.g. model): a "
                    "list field (model_args...) as shell words, epochs_by_train_size as JSON, "
